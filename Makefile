@@ -1,0 +1,76 @@
+# pp3 — the one interface. CI (.ci/run) calls these same targets.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+PY ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
+VENV = .venv
+STAMP = $(VENV)/.stamp
+VPY = $(VENV)/bin/python
+
+# Extra interpreters for the NumPy-only reference tests (override on the command line).
+PY312 ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3
+PY313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3
+REF_PYTEST = -m pytest -q -p no:cacheprovider tests -m "not interpreter"
+
+# Test directories that exist; if none do, pytest collects nothing and fails (exit 5).
+TEST_DIRS = $(wildcard tests proptests)
+
+.PHONY: test verify typecheck lint audit-exp golden stats bench test-py312 test-py313 clean
+
+$(STAMP): requirements/cpu.txt pyproject.toml
+	if [ ! -x $(VPY) ]; then $(PY) -m venv $(VENV); fi
+	$(VPY) -m pip install -r requirements/cpu.txt
+	$(VPY) -m pip install --no-deps --no-build-isolation -e .
+	touch $@
+
+test: lint typecheck $(STAMP)
+	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q -n 2 $(TEST_DIRS)
+	if [ -d stats ]; then TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q stats -m stats; fi
+
+verify: $(STAMP)
+	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
+	  $(VPY) -m pp3.verify; \
+	else \
+	  TRITON_INTERPRET=1 $(VPY) -m pp3.verify; \
+	fi
+
+typecheck: $(STAMP)
+	MYPYPATH=typings $(VENV)/bin/mypy --strict pp3
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+audit-exp: $(STAMP)
+	$(VPY) tools/audit_exp.py
+
+golden: $(STAMP)
+	$(VPY) tools/gen_golden.py
+
+stats: $(STAMP)
+	$(VPY) -m stats
+
+bench: $(STAMP)
+	$(VPY) -m bench
+
+.venv-3.12/.stamp: requirements/reference.txt
+	rm -rf .venv-3.12
+	$(PY312) -m venv .venv-3.12
+	.venv-3.12/bin/python -m pip install -r requirements/reference.txt
+	touch $@
+
+.venv-3.13/.stamp: requirements/reference.txt
+	rm -rf .venv-3.13
+	$(PY313) -m venv .venv-3.13
+	.venv-3.13/bin/python -m pip install -r requirements/reference.txt
+	touch $@
+
+test-py312: .venv-3.12/.stamp
+	PYTHONPATH=. .venv-3.12/bin/python $(REF_PYTEST)
+
+test-py313: .venv-3.13/.stamp
+	PYTHONPATH=. .venv-3.13/bin/python $(REF_PYTEST)
+
+clean:
+	rm -rf $(VENV) .venv-3.12 .venv-3.13 build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +

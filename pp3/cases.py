@@ -1,0 +1,253 @@
+"""Input cases shared by the parity suite (``make verify``), the parity tests and the benchmarks.
+
+A :class:`Case` holds one batch in a backend-neutral form (NumPy arrays; bf16 as its raw uint16 bits) and
+converts it for the reference (NumPy fp32/fp16) and for the kernels (torch tensors). Generators are seeded, so
+every case can be rebuilt from its name and seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pp3.reference import DEFAULT_TAU, bf16_bits_to_float32
+from pp3.reference.propose import Proposal, propose
+
+F32_MAX = float(np.finfo(np.float32).max)
+F32_TINY = float(np.finfo(np.float32).tiny)  # smallest normal
+F32_SUB = float(np.float32(1.4e-45))  # smallest subnormal
+U64_EDGES = (0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1)
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclasses.dataclass
+class Case:
+    """One batch: logits [B, V] in ``dtype`` (bf16 stored as uint16 bits) and the per-row keys."""
+
+    name: str
+    dtype: str
+    logits: npt.NDArray[Any]  # float32, float16, or uint16 bf16 bits
+    temperature: npt.NDArray[np.float32]
+    seed: npt.NDArray[np.uint64]
+    round: npt.NDArray[np.uint64]
+    position: npt.NDArray[np.uint64]
+    tau: float = DEFAULT_TAU
+    tile: int = 2048
+    shards: tuple[int, ...] = ()  # shard sizes in ID order; () = unsharded
+
+    @property
+    def rows(self) -> int:
+        return int(self.logits.shape[0])
+
+    def reference_logits(self) -> npt.NDArray[Any]:
+        return bf16_bits_to_float32(self.logits) if self.dtype == "bfloat16" else self.logits
+
+    def reference(self) -> Proposal:
+        return propose(self.reference_logits(), self.temperature, self.seed, self.round, self.position, self.tau)
+
+    def torch_logits(self, device: Any) -> Any:
+        import torch
+
+        if self.dtype == "bfloat16":
+            return torch.from_numpy(self.logits.view(np.int16).copy()).view(torch.bfloat16).to(device)
+        return torch.from_numpy(self.logits.copy()).to(device)
+
+    def kernel(self, device: Any) -> Any:
+        """Run the Triton selector (sharded if ``shards``) on ``device``; returns NumPy arrays as a Proposal."""
+        import torch
+
+        from pp3.kernels import propose as k_propose
+        from pp3.kernels import propose_sharded
+
+        x = self.torch_logits(device)
+        temp = torch.from_numpy(self.temperature).to(device)
+        seed, rnd, pos = (
+            torch.from_numpy(a.view(np.int64).copy()).to(device) for a in (self.seed, self.round, self.position)
+        )
+        if self.shards:
+            parts = list(torch.split(x, list(self.shards), dim=1))
+            out = propose_sharded(parts, temp, seed, rnd, pos, self.tau, tile=self.tile)
+        else:
+            out = k_propose(x, temp, seed, rnd, pos, self.tau, tile=self.tile)
+        return Proposal(
+            status=out.status.cpu().numpy(),
+            token=out.token.cpu().numpy(),
+            ids=out.ids.cpu().numpy(),
+            tickets=out.tickets.cpu().numpy(),
+        )
+
+
+def _to_dtype(x32: npt.NDArray[np.float32], dtype: str) -> npt.NDArray[Any]:
+    """Round fp32 values to the storage dtype (RNE); bf16 is returned as bits."""
+    if dtype == "float32":
+        return x32.astype(np.float32)
+    if dtype == "float16":
+        with np.errstate(all="ignore"):
+            return x32.astype(np.float16)
+    bits = x32.astype(np.float32).view(np.uint32).astype(np.uint64)
+    is_nan = np.isnan(x32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even on the upper 16 bits
+    out = np.where(is_nan, (bits >> 16) | 0x40, rounded).astype(np.uint16)
+    return out
+
+
+def keys_for(rng: np.random.Generator, b: int) -> tuple[npt.NDArray[np.uint64], ...]:
+    """seed, round, position per row: random uint64 with the extremes mixed in."""
+    out = []
+    for _ in range(3):
+        v = rng.integers(0, 1 << 64, size=b, dtype=np.uint64)
+        edge = rng.random(b) < 0.25
+        v[edge] = np.array(U64_EDGES, dtype=np.uint64)[rng.integers(0, len(U64_EDGES), size=int(edge.sum()))]
+        out.append(v)
+    return tuple(out)
+
+
+def temperatures(rng: np.random.Generator, b: int, mix: bool) -> npt.NDArray[np.float32]:
+    """Sampled rows (1.0), or with ``mix`` every row class: T0 (+0/-0), sampled, +inf, and bad (NaN, < 0)."""
+    if not mix:
+        return np.ones(b, dtype=np.float32)
+    pool = np.array([1.0, 0.5, 2.0, 0.0, -0.0, np.inf, 1.0, 1.0, 0.0, np.nan, -1.0], dtype=np.float32)
+    out: npt.NDArray[np.float32] = pool[rng.integers(0, len(pool), size=b)]
+    return out
+
+
+def random_rows(rng: np.random.Generator, b: int, v: int, *, hostile: bool) -> npt.NDArray[np.float32]:
+    """Random fp32 logit rows; ``hostile`` mixes in ties, masks, signed zeros, extremes, NaN and +inf."""
+    x: npt.NDArray[np.float32] = (rng.standard_normal((b, v)) * rng.choice([1.0, 4.0, 30.0])).astype(np.float32)
+    if not hostile:
+        return x
+    for r in range(b):
+        kind = int(rng.integers(0, 10))
+        if kind == 0:  # ties: few distinct values
+            x[r] = rng.choice(np.array([0.0, -0.0, 1.0, 2.5, -3.0], dtype=np.float32), v)
+        elif kind == 1:  # dense mask, few finite entries
+            keep = rng.random(v) < min(1.0, 40.0 / v)
+            x[r, ~keep] = -np.inf
+        elif kind == 2:  # all masked
+            x[r] = -np.inf
+        elif kind == 3:  # NaN somewhere
+            x[r, rng.integers(0, v)] = np.nan
+        elif kind == 4:  # +inf somewhere
+            x[r, rng.integers(0, v)] = np.inf
+        elif kind == 5:  # extremes: gaps that overflow the difference, subnormal and zero exponentials
+            pool = np.array([F32_MAX, -F32_MAX, 0.0, -60.0, -72.0, -100.0, F32_SUB, -F32_SUB], dtype=np.float32)
+            x[r] = rng.choice(pool, v)
+        elif kind == 6:  # equal maxima at both ends
+            x[r, 0] = x[r, -1] = np.float32(x[r].max() + 1.0)
+    return x
+
+
+def edge_rows(v: int) -> list[tuple[str, npt.NDArray[np.float32]]]:
+    """Named single rows that hit each SPEC clause at vocabulary size ``v``."""
+    rows: list[tuple[str, npt.NDArray[np.float32]]] = []
+    base = np.linspace(-5.0, 5.0, v, dtype=np.float32)[::-1].copy()  # distinct, decreasing
+
+    def add(name: str, row: npt.NDArray[np.float32]) -> None:
+        rows.append((name, row.astype(np.float32)))
+
+    add("distinct", base)
+    add("all_equal", np.zeros(v, np.float32))
+    add("signed_zero_ties", np.where(np.arange(v) % 2 == 0, np.float32(-0.0), np.float32(0.0)))
+    add("all_masked", np.full(v, -np.inf, np.float32))
+    one = np.full(v, -np.inf, np.float32)
+    one[v // 2] = -7.5
+    add("one_finite", one)
+    for name, pos in (("nan_first", 0), ("nan_last", v - 1), ("nan_mid", v // 2)):
+        r = base.copy()
+        r[pos] = np.nan
+        add(name, r)
+    r = np.full(v, -np.inf, np.float32)
+    r[v - 1] = np.inf
+    add("pos_inf_only", r)
+    r = base.copy()
+    r[0], r[v - 1] = np.inf, np.nan
+    add("nan_and_pos_inf", r)
+    r = base.copy()
+    r[v - 1] = r[0]
+    add("tie_max_first_last", r)
+    r = np.full(v, -F32_MAX, np.float32)
+    r[v // 3] = F32_MAX
+    add("overflowing_difference", r)
+    r = np.full(v, -np.inf, np.float32)
+    r[: min(v, 33)] = np.float32(0.0) - np.arange(min(v, 33), dtype=np.float32) * np.float32(3.25)
+    add("subnormal_and_zero_weights", r)
+    r = np.full(v, -np.inf, np.float32)
+    r[: min(v, 31)] = 1.0
+    add("fewer_than_k_finite", r)
+    r = np.full(v, F32_SUB, np.float32)
+    r[::3] = -F32_SUB
+    add("subnormal_logits", r)
+    return rows
+
+
+def edge_case(v: int, dtype: str, rng: np.random.Generator, tile: int, tau: float = DEFAULT_TAU) -> Case:
+    named = edge_rows(v)
+    x = np.stack([row for _, row in named])
+    b = x.shape[0]
+    temp = np.ones(b, np.float32)
+    temp[1::4] = 0.0
+    seed, rnd, pos = keys_for(rng, b)
+    return Case(f"edges[V={v},{dtype},tile={tile}]", dtype, _to_dtype(x, dtype), temp, seed, rnd, pos, tau, tile)
+
+
+def random_case(
+    v: int, b: int, dtype: str, rng: np.random.Generator, tile: int, *, hostile: bool = True, mix: bool = True
+) -> Case:
+    x = random_rows(rng, b, v, hostile=hostile)
+    seed, rnd, pos = keys_for(rng, b)
+    taus = (DEFAULT_TAU, 1.0, 0.05, 3.0, 1e-30, 1e30)
+    tau = float(np.float32(taus[int(rng.integers(0, len(taus)))]))
+    return Case(
+        f"random[V={v},B={b},{dtype},tile={tile}]",
+        dtype,
+        _to_dtype(x, dtype),
+        temperatures(rng, b, mix),
+        seed,
+        rnd,
+        pos,
+        tau,
+        tile,
+    )
+
+
+def split_sizes(rng: np.random.Generator, v: int, n: int) -> tuple[int, ...]:
+    """``n`` uneven contiguous shard sizes (each >= 1) that add up to ``v``."""
+    n = max(1, min(n, v))
+    cuts = np.sort(rng.choice(np.arange(1, v), size=n - 1, replace=False)) if n > 1 else np.array([], np.int64)
+    edges = [0, *cuts.tolist(), v]
+    return tuple(int(edges[i + 1] - edges[i]) for i in range(n))
+
+
+def suites(full: bool, seed: int = 20261130) -> Iterator[tuple[str, Case]]:
+    """(suite, case) pairs. ``full`` = GPU sizes (SPEC vocabularies, B up to 64); else interpreter sizes."""
+    rng = np.random.default_rng(seed)
+    vocab: tuple[int, ...]
+    batches: tuple[int, ...]
+    tiles: tuple[int, ...]
+    if full:
+        vocab = (1, 33, 4097, 32000, 128256, 151936, 163840, 262144)
+        batches = (1, 4, 64)
+        tiles = (1024, 2048, 4096)
+    else:
+        vocab = (1, 31, 32, 33, 65, 300)
+        batches = (1, 3)
+        tiles = (32, 64)
+    for dtype in DTYPES:
+        for v in vocab:
+            yield "edges", edge_case(v, dtype, rng, tiles[-1] if full else 32)
+    for dtype in DTYPES:
+        for v in vocab:
+            for b in batches:
+                yield "random", random_case(v, b, dtype, rng, tiles[int(rng.integers(0, len(tiles)))])
+    base_v = 163840 if full else 200
+    for tile in tiles + ((32, 128) if full else (128,)):
+        yield "tiles", random_case(base_v, 4, "float32", np.random.default_rng(seed + 1), tile)
+    for n in (2, 3, 4, 8):
+        c = random_case(base_v if full else 150, 4, "bfloat16", rng, tiles[0])
+        c.shards = split_sizes(rng, c.logits.shape[1], n)
+        c.name += f"[shards={c.shards}]"
+        yield "shards", c

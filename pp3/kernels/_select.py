@@ -1,0 +1,230 @@
+"""Triton bodies of the selector (SPEC.md §2-§8). Launchers and argument checks live in ``select.py``.
+
+Arithmetic model: every exact-path kernel is launched with ``enable_fp_fusion=False`` (no FMA contraction) and
+``enable_reflect_ftz=False`` (subnormals kept); fp32 division is ``div_rn``; no ``tl.exp``; float reductions are
+only a fixed tree (§5.4) or sums of exact zeros. See SPEC.md "Keywords" and ../shared/TRITON_FACTS.md.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.language.random import philox_impl
+
+# Layout of the fp64 constants tensor (built from pp3.reference.expf by select.py, so there is one source).
+C_INV = tl.constexpr(0)
+C_SHIFT = tl.constexpr(1)
+C_L1 = tl.constexpr(2)
+C_L2 = tl.constexpr(3)
+C_C2 = tl.constexpr(4)
+C_C3 = tl.constexpr(5)
+C_C4 = tl.constexpr(6)
+C_C5 = tl.constexpr(7)
+C_ONE = tl.constexpr(8)
+C_TH = tl.constexpr(16)  # TH[0..63]
+C_TL = tl.constexpr(80)  # TL[0..63]
+
+KIND_F32 = tl.constexpr(0)
+KIND_F16 = tl.constexpr(1)
+KIND_BF16 = tl.constexpr(2)
+
+
+@triton.jit
+def _widen_bits(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+    """§2.1: raw logit bits (int32 for fp32, int16 for fp16/bf16) -> fp32 bits as uint32, exactly.
+
+    Integer operations only: the interpreter widens bf16 subnormals wrongly through ``.to``.
+    """
+    if KIND == KIND_F32:
+        bits = raw.to(tl.uint32, bitcast=True)
+    elif KIND == KIND_BF16:
+        bits = raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+    else:
+        h = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
+        sign = (h & 0x8000) << 16
+        ex = (h >> 10) & 0x1F
+        man = h & 0x3FF
+        normal = sign | ((ex + 112) << 23) | (man << 13)
+        special = sign | 0x7F800000 | (man << 13)  # inf / NaN (payload kept)
+        # subnormal fp16: man * 2^-24, an exact product (man < 2^10, the result is a normal fp32)
+        sub = (man.to(tl.float32) * 5.9604644775390625e-08).to(tl.uint32, bitcast=True) | sign
+        bits = tl.where(ex == 0, sub, tl.where(ex == 31, special, normal))
+    return bits
+
+
+@triton.jit
+def _tile_candidates_kernel(
+    x_ptr: tl.tensor,  # [B, V_shard] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
+    stride_row: tl.tensor,  # elements between rows of x
+    v_shard: tl.tensor,  # entries in this shard
+    id_offset: tl.tensor,  # global token ID of the shard's entry 0 (int64)
+    keys_ptr: tl.tensor,  # [B, n_tiles_total, K] int64 out: candidate keys (§4.1), descending
+    flags_ptr: tl.tensor,  # [B, n_tiles_total] int32 out: bit0 NaN seen, bit1 +inf seen, bit2 finite seen
+    tile_base: tl.tensor,  # index of this shard's first tile in the outputs
+    n_tiles_total: tl.tensor,  # tiles per row over all shards
+    KIND: tl.constexpr,  # KIND_F32 / KIND_F16 / KIND_BF16
+    TILE: tl.constexpr,  # entries per program, a power of two >= K
+    K: tl.constexpr,  # 32
+) -> None:
+    # Launch 1: one program per (tile, row) computes the tile's first K entries in the §4.1 order and its flags.
+    t = tl.program_id(0)
+    b = tl.program_id(1).to(tl.int64)
+    offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
+    in_row = offs < v_shard
+    raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
+    bits = _widen_bits(raw, KIND)
+
+    # §3 flags for this tile.
+    mag = bits & 0x7FFFFFFF
+    any_nan = tl.max((in_row & (mag > 0x7F800000)).to(tl.int32))
+    any_pinf = tl.max((in_row & (bits == 0x7F800000)).to(tl.int32))
+    any_fin = tl.max((in_row & (mag < 0x7F800000)).to(tl.int32))
+    flags = any_nan | (any_pinf << 1) | (any_fin << 2)
+
+    # §4.1 key: okey(x) << 32 | (2^32 - 1 - id); -0.0 is +0.0; padding lanes get key 0, below every real entry.
+    canon = tl.where(bits == 0x80000000, 0, bits).to(tl.uint32)
+    okey = tl.where((canon & 0x80000000) != 0, canon ^ 0xFFFFFFFF, canon | 0x80000000)
+    gid = (id_offset + offs).to(tl.uint64)
+    key = (okey.to(tl.uint64) << 32) | (0xFFFFFFFF - gid)
+    key = tl.where(in_row, key, 0)
+    top = tl.topk(key, K)  # unique keys: exactly the tile's first K entries, rank order
+
+    row_tile = b * n_tiles_total + tile_base + t
+    tl.store(keys_ptr + row_tile * K + tl.arange(0, K), top.to(tl.int64, bitcast=True))
+    tl.store(flags_ptr + row_tile, flags)
+
+
+@triton.jit
+def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
+    """SPEC.md §6 E1-E9, one IEEE fp64 operation per step, constants from the fp64 table at ``c_ptr``."""
+    zc = tl.maximum(z, -104.0)  # E1
+    x = zc.to(tl.float64)  # E1: exact
+    t = x * tl.load(c_ptr + C_INV)  # E2
+    shift = tl.load(c_ptr + C_SHIFT)
+    kd = (t + shift) - shift  # E3: nearest integer, ties to even
+    k = kd.to(tl.int32)  # E3: exact
+    r = (x - kd * tl.load(c_ptr + C_L1)) - kd * tl.load(c_ptr + C_L2)  # E4
+    c2 = tl.load(c_ptr + C_C2)
+    c3 = tl.load(c_ptr + C_C3)
+    c4 = tl.load(c_ptr + C_C4)
+    c5 = tl.load(c_ptr + C_C5)
+    one = tl.load(c_ptr + C_ONE)
+    p = r * (one + r * (c2 + r * (c3 + r * (c4 + r * c5))))  # E5
+    j = k & 63  # E6
+    m = k >> 6  # E6: arithmetic shift (k is signed)
+    th = tl.load(c_ptr + C_TH + j)
+    tlo = tl.load(c_ptr + C_TL + j)
+    y = th + (tlo + th * p)  # E7
+    scale = ((m + 1023).to(tl.int64) << 52).to(tl.float64, bitcast=True)  # E8: 2^m from its bits
+    return (y * scale).to(tl.float32)  # E8, E9: one fp64 -> fp32 rounding
+
+
+@triton.jit
+def _pairwise_sum(w: tl.tensor, K: tl.constexpr) -> tl.tensor:
+    """§5.4: fp64 pairwise tree over the K = 32 slots, adjacent pairs first (a fixed order on every backend)."""
+    tl.static_assert(K == 32)
+    a, c = tl.split(tl.reshape(w, [16, 2]))
+    s = a + c
+    a, c = tl.split(tl.reshape(s, [8, 2]))
+    s = a + c
+    a, c = tl.split(tl.reshape(s, [4, 2]))
+    s = a + c
+    a, c = tl.split(tl.reshape(s, [2, 2]))
+    s = a + c
+    a, c = tl.split(tl.reshape(s, [1, 2]))
+    s = a + c
+    return tl.sum(s, axis=0)  # one element: no rounding
+
+
+@triton.jit
+def _finalize_kernel(
+    keys_ptr: tl.tensor,  # [B, n_tiles, K] int64: every tile's candidates (§4.1 keys)
+    flags_ptr: tl.tensor,  # [B, n_tiles] int32: every tile's flags
+    n_tiles: tl.tensor,  # tiles per row
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
+    round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
+    pos_ptr: tl.tensor,  # [B] uint64 absolute position (as int64 bits)
+    tau: tl.tensor,  # fp32 drafter temperature, finite and > 0
+    c_ptr: tl.tensor,  # fp64 constants of §6 (see C_* above)
+    domain: tl.tensor,  # uint64 Philox key word 1: DOMAIN_PROPOSAL
+    status_ptr: tl.tensor,  # [B] int8 out
+    token_ptr: tl.tensor,  # [B] int32 out
+    ids_ptr: tl.tensor,  # [B, K] int32 out
+    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    NC: tl.constexpr,  # power of two >= n_tiles * K
+    NT: tl.constexpr,  # power of two >= n_tiles
+    K: tl.constexpr,  # 32
+) -> None:
+    # Launch 2: one program per row merges the candidates and runs §3-§8.
+    b = tl.program_id(0).to(tl.int64)
+    slot = tl.arange(0, K)
+
+    # 1. §3 status from the OR of the tiles' flags, in precedence order.
+    ti = tl.arange(0, NT)
+    fl = tl.load(flags_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0)
+    any_nan = tl.max(fl & 1)
+    any_pinf = tl.max((fl >> 1) & 1)
+    any_fin = tl.max((fl >> 2) & 1)
+    temp = tl.load(temp_ptr + b)
+    bad_temp = (temp != temp) | (temp < 0.0)
+    status = tl.where(any_nan != 0, 1, tl.where(any_pinf != 0, 2, tl.where(any_fin == 0, 3, tl.where(bad_temp, 4, 0))))
+    ok = status == 0
+    greedy = ok & (temp == 0.0)
+    sampled = ok & (temp != 0.0)
+
+    # 2. §4: global first K entries; rank 0 is the greedy token g with the row maximum m.
+    ci = tl.arange(0, NC)
+    cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_tiles * K, other=0).to(tl.uint64, bitcast=True)
+    top = tl.topk(cand, K)
+    top_key = tl.max(top)
+    g = (0xFFFFFFFF - (top_key & 0xFFFFFFFF)).to(tl.int32)
+    okey = (top >> 32).to(tl.uint32)
+    member = okey >= 0x00800000  # finite: okey(-FLT_MAX) = 0x00800000; -inf and padding are below
+    xbits = tl.where((okey & 0x80000000) != 0, okey & 0x7FFFFFFF, okey ^ 0xFFFFFFFF)
+    m_okey = (top_key >> 32).to(tl.uint32)
+    m = tl.where((m_okey & 0x80000000) != 0, m_okey & 0x7FFFFFFF, m_okey ^ 0xFFFFFFFF).to(tl.float32, bitcast=True)
+    x = tl.where(member, xbits.to(tl.float32, bitcast=True), m)
+    ids = (0xFFFFFFFF - (top & 0xFFFFFFFF)).to(tl.int32)
+
+    # 3. §5.1-5.3: d = x - m, z = d / tau (IEEE), e = expf(z).
+    d = tl.where(ok & member, x - m, 0.0)  # 0 elsewhere: failed rows and empty slots stay NaN-free
+    z = tl.math.div_rn(d, tau)
+    e = _expf(z, c_ptr)
+
+    # 4. §5.4: slots in ascending ID order (sort (id, e bits)); empty slots (all-ones key) go last.
+    skey = tl.where(member, (ids.to(tl.uint64) << 32) | e.to(tl.uint32, bitcast=True).to(tl.uint64), 0xFFFFFFFFFFFFFFFF)
+    skey = tl.sort(skey)
+    s_member = skey != 0xFFFFFFFFFFFFFFFF
+    s_ids = tl.where(s_member, (skey >> 32).to(tl.int32), -1)
+    w = tl.where(s_member, (skey & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True).to(tl.float64), 0.0)
+    # A failed row's candidates may be NaN; give it a harmless point mass (its outputs are overwritten in step 7).
+    w = tl.where(ok, w, tl.where(slot == 0, 1.0, 0.0))
+    total = _pairwise_sum(w, K)
+
+    # 5. §5.5-5.6: floor counts (w * 2^24 exact; fp64 IEEE division; trunc = floor for q >= 0), remainder to rank 0.
+    c = ((w * 16777216.0) / total).to(tl.int32)
+    rem = 16777216 - tl.sum(c)
+    s_tickets = c + tl.where(s_ids == g, rem, 0)
+
+    # 6. §8: Philox4x64-10, counter (round, position, 0, 0), key (seed, domain); only sampled rows draw.
+    u = tl.zeros((), tl.int32)
+    if sampled:
+        seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
+        rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
+        pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
+        zero = tl.zeros((), tl.uint64)
+        w0, _w1, _w2, _w3 = philox_impl(rnd, pos, zero, zero, seed, domain.to(tl.uint64, bitcast=True))
+        u = (w0 >> 40).to(tl.int32)
+    cum = tl.cumsum(s_tickets, axis=0)  # integer: exact
+    pick = tl.sum((cum <= u).to(tl.int32))
+    drawn = tl.sum(tl.where(slot == pick, s_ids, 0))
+
+    # 7. §7 outputs by row class.
+    token = tl.where(sampled, drawn, tl.where(greedy, g, -1))
+    out_ids = tl.where(sampled, s_ids, tl.where(greedy & (slot == 0), g, -1))
+    out_tix = tl.where(sampled, s_tickets, tl.where(greedy & (slot == 0), 16777216, 0))
+    tl.store(status_ptr + b, status.to(tl.int8))
+    tl.store(token_ptr + b, token)
+    tl.store(ids_ptr + b * K + slot, out_ids)
+    tl.store(tickets_ptr + b * K + slot, out_tix)
