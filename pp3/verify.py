@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pp3.cases import Case, random_case, suites
+from pp3.cases import Case, suites
 from pp3.reference.propose import Proposal
 
 FIELDS = ("status", "token", "ids", "tickets")
@@ -142,34 +142,116 @@ def run_case(case: Case, device: Any) -> tuple[Proposal, Proposal, dict[str, int
     return ref, got, compare(ref, got)
 
 
-def _bulk_worker(args: tuple[int, int, int]) -> tuple[int, Proposal]:
-    seed, b, v = args
-    case = random_case(v, b, "float32", np.random.default_rng(seed), 2048)
-    return seed, case.reference()
+_SHM: dict[str, Any] = {}
 
 
-def bulk(table: Table, device: Any, n_rows: int, v: int, batch: int, first_failure: list[Path]) -> None:
-    """≥ 10^6-row suite: the reference runs in a process pool while the GPU runs the same generated cases."""
+def _bulk_attach(name: str, shape: tuple[int, int, int]) -> None:
+    from multiprocessing import shared_memory
+
+    shm = shared_memory.SharedMemory(name=name)
+    _SHM["shm"] = shm
+    _SHM["x"] = np.ndarray(shape, dtype=np.float32, buffer=shm.buf)
+
+
+def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
+    slot, r0, r1, temp, seed, rnd, pos = args
+    from pp3.reference import propose
+
+    return propose(_SHM["x"][slot, r0:r1], temp, seed, rnd, pos)
+
+
+def _gpu_batch(gen: Any, b: int, v: int) -> tuple[Any, ...]:
+    """Random rows on the GPU: mostly Gaussian, with ties, masks, NaN, +inf and all-masked rows mixed in."""
+    import torch
+
+    dev = "cuda"
+    x = torch.randn((b, v), generator=gen, device=dev) * 4.0
+    kind = torch.randint(0, 16, (b, 1), generator=gen, device=dev)
+    x = torch.where(kind == 0, torch.round(x), x)  # ties
+    mask = torch.rand((b, v), generator=gen, device=dev) < 0.999
+    x = torch.where((kind == 1) & mask, float("-inf"), x)  # few finite entries
+    x = torch.where(kind == 2, float("-inf"), x)  # zero mass
+    col = torch.randint(0, v, (b, 1), generator=gen, device=dev)
+    hit = torch.arange(v, device=dev)[None, :] == col
+    x = torch.where((kind == 3) & hit, float("nan"), x)
+    x = torch.where((kind == 4) & hit, float("inf"), x)
+    pool = torch.tensor([1.0, 1.0, 0.5, 2.0, 0.0, -0.0, float("inf"), float("nan"), -1.0], device=dev)
+    temp = pool[torch.randint(0, pool.numel(), (b,), generator=gen, device=dev)]
+    keys = [
+        torch.randint(-(1 << 63), (1 << 63) - 1, (b,), generator=gen, device=dev, dtype=torch.int64) for _ in range(3)
+    ]
+    return (x.contiguous(), temp, *keys)
+
+
+def bulk(table: Table, n_rows: int, v: int, batch: int, first_failure: list[Path]) -> None:
+    """The ≥ 10^6-row GPU suite: rows generated on the GPU, the reference in a process pool over shared memory."""
     import concurrent.futures
     import multiprocessing
+    from multiprocessing import shared_memory
 
-    seeds = list(range(10_000, 10_000 + (n_rows + batch - 1) // batch))
+    import torch
+
+    from pp3.kernels import propose as k_propose
+
+    slots = 3
+    shape = (slots, batch, v)
+    shm = shared_memory.SharedMemory(create=True, size=int(np.prod(shape)) * 4)
+    views = [np.ndarray(shape, dtype=np.float32, buffer=shm.buf)]  # dropped before the segment closes
     workers = max(1, (os.cpu_count() or 2) - 1)
-    ctx = multiprocessing.get_context("spawn")
-    done = 0
+    chunk = max(1, batch // workers)
+    gen = torch.Generator(device="cuda").manual_seed(20261130)
+    pending: list[tuple[int, list[Any], Proposal, tuple[np.ndarray[Any, Any], ...]]] = []
     t0 = time.perf_counter()
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        for seed, ref in pool.map(_bulk_worker, [(s, batch, v) for s in seeds], chunksize=1):
-            case = random_case(v, batch, "float32", np.random.default_rng(seed), 2048)
-            got = case.kernel(device)
-            mism = compare(ref, got)
-            table.add("bulk", batch, mism, 0.0)
-            if any(mism.values()) and not first_failure:
-                first_failure.append(dump_failure(case, ref, got))
-            done += batch
-            if done % (batch * 50) == 0 or done >= n_rows:
-                el = time.perf_counter() - t0
-                print(f"  bulk: {done}/{n_rows} rows, {table.mismatches()} mismatches, {el:.0f} s", flush=True)
+    done = 0
+
+    def settle() -> None:
+        nonlocal done
+        slot, futs, got, keys = pending.pop(0)
+        parts = [f.result() for f in futs]
+        ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))
+        mism = compare(ref, got)
+        table.add("bulk", batch, mism, 0.0)
+        if any(mism.values()) and not first_failure:
+            temp, seed, rnd, pos = keys
+            case = Case("bulk", "float32", views[0][slot].copy(), temp, seed, rnd, pos)
+            first_failure.append(dump_failure(case, ref, got))
+        done += batch
+        if done % (batch * 200) == 0 or done >= n_rows:
+            el = time.perf_counter() - t0
+            print(f"  bulk: {done}/{n_rows} rows, {table.mismatches()} mismatches, {el:.0f} s", flush=True)
+
+    ctx = multiprocessing.get_context("spawn")
+    try:
+        with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_bulk_attach, initargs=(shm.name, shape)
+        ) as pool:
+            for it in range((n_rows + batch - 1) // batch):
+                slot = it % slots
+                x, temp, seed, rnd, pos = _gpu_batch(gen, batch, v)
+                out = k_propose(x, temp, seed, rnd, pos)
+                got = Proposal(*(getattr(out, f).cpu().numpy() for f in FIELDS))
+                views[0][slot] = x.cpu().numpy()
+                keys = (
+                    temp.cpu().numpy(),
+                    seed.cpu().numpy().view(np.uint64),
+                    rnd.cpu().numpy().view(np.uint64),
+                    pos.cpu().numpy().view(np.uint64),
+                )
+                futs = [
+                    pool.submit(
+                        _bulk_reference, (slot, r0, min(batch, r0 + chunk), *(k[r0 : r0 + chunk] for k in keys))
+                    )
+                    for r0 in range(0, batch, chunk)
+                ]
+                pending.append((slot, futs, got, keys))
+                if len(pending) >= slots - 1:
+                    settle()
+            while pending:
+                settle()
+    finally:
+        views.clear()
+        shm.close()
+        shm.unlink()
     table.rows["bulk"]["time_s"] = time.perf_counter() - t0
 
 
@@ -222,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {i + 1}/{len(all_cases)} cases, {table.mismatches()} mismatches", flush=True)
     bulk_rows = args.bulk_rows if args.bulk_rows is not None else (1_000_000 if device.type == "cuda" else 0)
     if bulk_rows:
-        bulk(table, device, bulk_rows, 163840, 256, first_failure)
+        bulk(table, bulk_rows, 163840, 256, first_failure)
 
     if args.json:
         print(json.dumps(table.rows, indent=1))

@@ -228,3 +228,18 @@ def _finalize_kernel(
     tl.store(token_ptr + b, token)
     tl.store(ids_ptr + b * K + slot, out_ids)
     tl.store(tickets_ptr + b * K + slot, out_tix)
+
+
+@triton.jit
+def _expf_kernel(
+    z_ptr: tl.tensor,  # [n] fp32 inputs (z <= 0)
+    out_ptr: tl.tensor,  # [n] fp32 out: expf(z), SPEC.md §6
+    c_ptr: tl.tensor,  # fp64 constants of §6
+    n: tl.tensor,  # number of inputs
+    BLOCK: tl.constexpr,
+) -> None:
+    # The selector's exponential alone, for the exhaustive audit of every fp32 z <= 0 on the device.
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    z = tl.load(z_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, _expf(z, c_ptr), mask=mask)

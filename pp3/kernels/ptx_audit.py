@@ -85,4 +85,20 @@ def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] 
     for nc, nt in ((32, 1), (4096, 128)):
         src = ASTSource(_select._finalize_kernel, _FIN_SIG, constexprs={"NC": nc, "NT": nt, "K": 32})
         out[f"finalize[NC={nc}]"] = triton.compile(src, target=tgt, options=opts).asm["ptx"]
+    src = ASTSource(
+        _select._expf_kernel,
+        {"z_ptr": "*fp32", "out_ptr": "*fp32", "c_ptr": "*fp64", "n": "i64", "BLOCK": "constexpr"},
+        constexprs={"BLOCK": 1024},
+    )
+    out["expf"] = triton.compile(src, target=tgt, options=opts).asm["ptx"]
+    return out
+
+
+def launched_ptx() -> dict[str, str]:
+    """PTX of every exact-path kernel this process has compiled for its GPU (the kernels it actually ran)."""
+    out: dict[str, str] = {}
+    for fn in (_select._tile_candidates_kernel, _select._finalize_kernel, _select._expf_kernel):
+        for dev, caches in fn.device_caches.items():
+            for key, kernel in caches[0].items():
+                out[f"{fn.__name__}[dev={dev}][{hash(key) & 0xFFFF:04x}]"] = kernel.asm["ptx"]
     return out

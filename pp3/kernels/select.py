@@ -252,6 +252,19 @@ def propose(
     return finalize(tile_candidates(x, tile=tile), target_temperature, seed, round, position, tau)
 
 
+def expf(z: torch.Tensor) -> torch.Tensor:
+    """SPEC.md §6 ``expf`` on a 1-D fp32 tensor of z <= 0, through the selector's own device code."""
+    if not isinstance(z, torch.Tensor) or z.dtype != torch.float32 or z.dim() != 1:
+        raise TypeError("z: expected a 1-D float32 torch.Tensor")
+    z = z.contiguous()
+    out = torch.empty_like(z)
+    block = 1024
+    _select._expf_kernel[(triton.cdiv(z.numel(), block),)](
+        z, out, exp_constants(z.device), z.numel(), BLOCK=block, **EXACT
+    )
+    return out
+
+
 def propose_sharded(
     shards: Sequence[torch.Tensor],
     target_temperature: Any,

@@ -1,0 +1,283 @@
+"""``make bench``: depth-D sampled proposals captured in CUDA graphs, event-timed, against PyTorch baselines.
+
+Every timed implementation runs the whole depth-D loop (D positions, each on its own logits buffer) inside one
+CUDA graph; input sets rotate between replays so that the 60 MB L2 does not hold them. Before timing, the pp3
+kernels are checked bit for bit against the NumPy reference on the same inputs: the kernels timed are the
+kernels verified. Results: results/bench.json, BENCHMARKS.md tables (with device, driver, versions, commit).
+
+    python -m bench [--quick] [--vocab 163840 ...] [--batch 1 2 4 ...] [--depth 5 10] [--replays 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _env() -> dict[str, str]:
+    import torch
+    import triton
+
+    def sh(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+        except Exception as e:  # report, never fail the benchmark on metadata
+            return f"unavailable ({e.__class__.__name__})"
+
+    return {
+        "gpu": torch.cuda.get_device_name(),
+        "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+        "cuda": str(torch.version.cuda),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "commit": sh(["git", "rev-parse", "--short", "HEAD"]) or os.environ.get("PP3_COMMIT", "unknown"),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def time_graph(
+    build: Callable[[int], Callable[[], Any]], n_sets: int, replays: int, warmup: int = 20
+) -> dict[str, float]:
+    """Capture one CUDA graph per input set (``build(set)`` returns the step to capture) and time replays.
+
+    Each replay is bracketed by its own CUDA events; sets rotate round-robin. Returns median/p10/p90 in µs.
+    """
+    import torch
+
+    graphs = []
+    stream = torch.cuda.Stream()
+    for s in range(n_sets):
+        step = build(s)
+        with torch.cuda.stream(stream):
+            for _ in range(3):  # warm-up outside capture: compile, allocate caches
+                step()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            step()
+        graphs.append(g)
+    torch.cuda.synchronize()
+    for i in range(warmup):
+        graphs[i % n_sets].replay()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    for i in range(replays):
+        starts[i].record()
+        graphs[i % n_sets].replay()
+        ends[i].record()
+    torch.cuda.synchronize()
+    us = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, ends, strict=True))
+    return {
+        "median_us": statistics.median(us),
+        "p10_us": us[len(us) // 10],
+        "p90_us": us[(9 * len(us)) // 10],
+    }
+
+
+def make_inputs(n_sets: int, depth: int, b: int, v: int, dtype: Any, seed: int) -> list[list[Any]]:
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return [
+        [(torch.randn((b, v), generator=gen, device="cuda") * 4.0).to(dtype) for _ in range(depth)]
+        for _ in range(n_sets)
+    ]
+
+
+def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int) -> int:
+    """pp3 kernels vs the NumPy reference on the benchmark's own inputs; returns mismatching rows."""
+    import torch
+
+    import pp3.reference as ref
+    from pp3.kernels import propose
+
+    bad = 0
+    for d, x in enumerate(xs[0]):
+        got = propose(x, keys["temp"], keys["seed"], keys["round"], keys["pos"][d], tile=tile)
+        if x.dtype == torch.bfloat16:
+            xr = ref.bf16_bits_to_float32(x.view(torch.int16).cpu().numpy().view(np.uint16))
+        else:
+            xr = x.float().cpu().numpy()
+        want = ref.propose(
+            xr,
+            keys["temp"].cpu().numpy(),
+            keys["seed"].cpu().numpy().view(np.uint64),
+            keys["round"].cpu().numpy().view(np.uint64),
+            keys["pos"][d].cpu().numpy().view(np.uint64),
+        )
+        for f in ("status", "token", "ids", "tickets"):
+            bad += int((getattr(got, f).cpu().numpy() != getattr(want, f)).reshape(x.shape[0], -1).any(axis=1).sum())
+    return bad
+
+
+def implementations(tile: int) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
+    """name -> factory(depth buffers, keys) -> the step that runs the depth loop once."""
+    import torch
+
+    from pp3.kernels import propose
+
+    def pp3_sampled(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        def step() -> None:
+            for d, x in enumerate(xs):
+                propose(x, k["temp"], k["seed"], k["round"], k["pos"][d], tile=tile)
+
+        return step
+
+    def pp3_greedy(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        def step() -> None:
+            for d, x in enumerate(xs):
+                propose(x, k["temp0"], k["seed"], k["round"], k["pos"][d], tile=tile)
+
+        return step
+
+    def torch_argmax(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        def step() -> None:
+            for x in xs:
+                torch.argmax(x, dim=-1)
+
+        return step
+
+    def torch_topk(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        def step() -> None:
+            for x in xs:
+                torch.topk(x, 32, dim=-1)
+
+        return step
+
+    def torch_topk_softmax_sample(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        def step() -> None:
+            for x in xs:
+                vals, idx = torch.topk(x.float(), 32, dim=-1)
+                p = torch.softmax(vals / 0.7, dim=-1)
+                torch.gather(idx, 1, torch.multinomial(p, 1))
+
+        return step
+
+    return {
+        "pp3 sampled": pp3_sampled,
+        "pp3 greedy (T0)": pp3_greedy,
+        "torch argmax": torch_argmax,
+        "torch topk32": torch_topk,
+        "torch topk+softmax+sample": torch_topk_softmax_sample,
+    }
+
+
+def flashinfer_impl() -> tuple[Callable[[list[Any], dict[str, Any]], Callable[[], Any]] | None, str]:
+    try:
+        import flashinfer  # type: ignore[import-not-found]
+    except Exception as e:
+        return None, f"flashinfer not importable on the device machine: {e.__class__.__name__}: {e}"
+
+    def fi(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        def step() -> None:
+            for x in xs:
+                flashinfer.sampling.top_k_sampling_from_probs(
+                    __import__("torch").softmax(x.float() / 0.7, dim=-1), 32, deterministic=True
+                )
+
+        return step
+
+    return fi, "ok"
+
+
+def empty_floor(n_kernels: int, replays: int) -> dict[str, float]:
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _empty(x_ptr: tl.tensor) -> None:
+        pass
+
+    buf = torch.empty(1, device="cuda")
+
+    def build(_s: int) -> Callable[[], None]:
+        def step() -> None:
+            for _ in range(n_kernels):
+                _empty[(1,)](buf)
+
+        return step
+
+    return time_graph(build, 1, replays)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--vocab", type=int, nargs="+", default=[163840])
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    ap.add_argument("--depth", type=int, nargs="+", default=[5, 10])
+    ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--impl", nargs="+", default=None, help="subset of implementation names")
+    ap.add_argument("--replays", type=int, default=300)
+    ap.add_argument("--tile", type=int, default=None)
+    ap.add_argument("--out", default="results")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("bench: no CUDA GPU here; benchmarks run only on a GPU (see BENCHMARKS.md for recorded results)")
+        return 0
+    from pp3.kernels.select import DEFAULT_TILE
+
+    tile = args.tile or DEFAULT_TILE
+    env = _env()
+    print(json.dumps(env), flush=True)
+    results: list[dict[str, Any]] = []
+    floor = {n: empty_floor(n, args.replays) for n in (5, 10, 20)}
+    print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
+    impls = implementations(tile)
+    fi, fi_note = flashinfer_impl()
+    if fi is not None:
+        impls["flashinfer top-k sampling"] = fi
+    if args.impl:
+        impls = {k: v for k, v in impls.items() if k in args.impl}
+    for v in args.vocab:
+        for dtype_name in args.dtype:
+            dtype = getattr(torch, dtype_name)
+            for b in args.batch:
+                for depth in args.depth:
+                    n_sets = max(2, min(16, (64 << 20) // (b * v * dtype.itemsize * depth) + 1))
+                    xs_sets = make_inputs(n_sets, depth, b, v, dtype, seed=1000 * b + depth)
+                    keys = {
+                        "temp": torch.ones(b, device="cuda"),
+                        "temp0": torch.zeros(b, device="cuda"),
+                        "seed": torch.arange(b, device="cuda", dtype=torch.int64) * 7919 + 1,
+                        "round": torch.full((b,), 3, device="cuda", dtype=torch.int64),
+                        "pos": [torch.full((b,), 100 + d, device="cuda", dtype=torch.int64) for d in range(depth)],
+                    }
+                    bad = check_parity(xs_sets, keys, tile)
+                    if bad:
+                        print(f"PARITY FAILURE before timing: {bad} rows differ (V={v}, B={b}, {dtype_name})")
+                        return 1
+                    for name, factory in impls.items():
+                        t = time_graph(lambda s, f=factory, xs=xs_sets, k=keys: f(xs[s], k), n_sets, args.replays)
+                        row = {"impl": name, "V": v, "B": b, "depth": depth, "dtype": dtype_name, **t}
+                        results.append(row)
+                        print(json.dumps(row), flush=True)
+                    torch.cuda.empty_cache()
+    out = Path(args.out)
+    out.mkdir(exist_ok=True)
+    (out / "bench.json").write_text(
+        json.dumps({"env": env, "floor": floor, "flashinfer": fi_note, "results": results}, indent=1)
+    )
+    print(f"wrote {out / 'bench.json'}; flashinfer: {fi_note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
