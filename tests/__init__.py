@@ -1,0 +1,1 @@
+"""Reference tests: one SPEC clause per test, golden vectors, mutation checks."""

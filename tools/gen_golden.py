@@ -1,0 +1,290 @@
+"""Write golden/dyadic24-floor-first-v1.jsonl: the golden vectors of SPEC.md, computed by the NumPy reference.
+
+Run: python tools/gen_golden.py   (make golden). The file is generated, never edited by hand; tests/test_golden.py
+checks that build() reproduces it byte for byte. Every case is deterministic: random data comes from the raw PCG64
+stream (whose output NumPy keeps stable across versions) through exact IEEE arithmetic only (+, -, *, no libm).
+Format: golden/README.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make pp3 and tools importable
+
+from pp3.reference import DEFAULT_TAU, SEMANTIC_ID, TICKETS, K, proposal_uniform, propose
+from tools.golden_io import GOLDEN_FILE, Case, Expected, dumps
+
+F32_MAX = float(np.finfo(np.float32).max)
+INF, NAN = float("inf"), float("nan")
+U64 = (1 << 64) - 1
+MAX_BYTES = 2 * 1024 * 1024
+
+
+# --- deterministic data --------------------------------------------------------------------------------------------
+
+def raw(key: int, n: int) -> npt.NDArray[np.uint64]:
+    """n raw 64-bit words of PCG64(key): a stream NumPy guarantees not to change."""
+    return np.random.PCG64(key).random_raw(n)
+
+
+def unif(key: int, shape: tuple[int, ...]) -> npt.NDArray[np.float64]:
+    """Uniform on [0, 1) with 53 random bits, exactly (no rounding)."""
+    n = int(np.prod(shape))
+    return ((raw(key, n) >> np.uint64(11)).astype(np.float64) * 2.0**-53).reshape(shape)
+
+
+def logits_like(key: int, b: int, v: int, scale: float) -> npt.NDArray[np.float32]:
+    """Bell-shaped logits (a sum of four uniforms) plus a few large spikes, as a drafter's logits look."""
+    u = unif(key, (5, b, v))
+    bell = (((u[0] + u[1]) + u[2]) + u[3] - 2.0) * scale
+    spikes = np.where(u[4] < 0.002, 4.0 * scale * u[4] * 500.0, 0.0)
+    return (bell + spikes).astype(np.float32)
+
+
+def u64s(key: int, n: int) -> list[int]:
+    return [int(x) for x in raw(key, n)]
+
+
+def f32(values: Sequence[float] | npt.ArrayLike) -> npt.NDArray[np.float32]:
+    return np.asarray(values, dtype=np.float32)
+
+
+def f32_from_bits(bits: int) -> float:
+    return float(np.array([bits], dtype=np.uint32).view(np.float32)[0])
+
+
+# --- cases ---------------------------------------------------------------------------------------------------------
+
+def make_case(
+    name: str,
+    reason: str,
+    logits: npt.NDArray[np.generic],
+    temp: Sequence[float] | float = 1.0,
+    seed: Sequence[int] | int = 1,
+    rnd: Sequence[int] | int = 0,
+    pos: Sequence[int] | int = 0,
+    tau: float = DEFAULT_TAU,
+    dtype: str = "float32",
+) -> Case:
+    """A case whose expected outputs are the reference's. `logits` is fp32/fp16 values, or uint16 bits for bf16."""
+    x = np.atleast_2d(np.asarray(logits))
+    b = x.shape[0]
+
+    def rows(v: Sequence[int] | int) -> npt.NDArray[np.uint64]:
+        return np.array([v] * b if isinstance(v, int) else list(v), dtype=np.uint64)
+
+    temps = np.array([temp] * b if isinstance(temp, float | int) else list(temp), dtype=np.float32)
+    if dtype == "float32":
+        bits = x.astype(np.float32).view(np.uint32)
+    elif dtype == "float16":
+        bits = x.astype(np.float16).view(np.uint16)
+    else:
+        bits = x.astype(np.uint16)
+    case = Case(name=name, reason=reason, dtype=dtype, logits_bits=bits, tau=np.float32(tau), target_temperature=temps,
+                seed=rows(seed), round=rows(rnd), position=rows(pos),
+                expected=Expected(np.zeros(b, np.int8), np.zeros(b, np.int32), np.zeros((b, K), np.int32),
+                                  np.zeros((b, K), np.int32)))
+    p = propose(**case.args())
+    got = Expected(p.status.astype(np.int8), p.token.astype(np.int32), p.ids.astype(np.int32),
+                   p.tickets.astype(np.int32))
+    return dataclasses.replace(case, expected=got)
+
+
+def tie_at_32nd_place(a_id: int, a_val: float, b_id: int, b_val: float, v: int = 48) -> npt.NDArray[np.float32]:
+    x = np.full(v, -50.0, dtype=np.float32)
+    top = [i for i in range(v - 1, -1, -1) if i not in (a_id, b_id)][:31]
+    x[top] = [10.0 - i / 6.0 for i in range(31)]  # 10 down to 5, distinct
+    x[a_id], x[b_id] = a_val, b_val
+    return x
+
+
+def logit_with_tickets(target: int) -> float:
+    """The fp32 z in (-104, 0] for which the row [z, 0.0] (tau 1) gives slot 0 exactly `target` tickets (bisection
+    over bit patterns: for negative fp32 a larger pattern is more negative, and slot 0's tickets fall with z)."""
+    def tickets_of(bits: int) -> int:
+        p = propose(f32([[f32_from_bits(bits), 0.0]]), 1.0, 0, 0, 0, tau=1.0)
+        return int(p.tickets[0, 0])
+
+    enough, too_few = 0x80000000, 0xC2CFFFFF
+    while too_few - enough > 1:
+        mid = (enough + too_few) // 2
+        if tickets_of(mid) >= target:
+            enough = mid
+        else:
+            too_few = mid
+    if tickets_of(enough) != target:
+        raise RuntimeError(f"no fp32 logit gives slot 0 exactly {target} tickets")
+    return f32_from_bits(enough)
+
+
+def draw_boundary_cases() -> list[Case]:
+    """u equal to a cumulative ticket count C_0: the token must be the next slot (u < C_j, not u <= C_j)."""
+    def u_of(seed: int) -> int:
+        return int(proposal_uniform(np.array([seed], np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64))[0])
+
+    seed = next(s for s in range(1000) if 1 <= u_of(s) < 1 << 23)  # slot 0 (not rank 0) can hold < 2^23 tickets
+    u = u_of(seed)
+    z = logit_with_tickets(u)
+    a = make_case("draw_u_equals_cumulative_boundary",
+                  f"u = {u} = C_0 exactly (slot 0 owns [0, C_0)): the token is slot 1, a '<=' draw returns slot 0",
+                  f32([[z, 0.0]]), seed=seed, tau=1.0)
+    b = make_case("draw_boundary_then_zero_ticket_slot",
+                  "u = C_0 = C_1 with a zero-ticket slot 1 between: the token is slot 2; zero-ticket slots own nothing",
+                  f32([[z, -1000.0, 0.0]]), seed=seed, tau=1.0)
+    for c, token in ((a, 1), (b, 2)):
+        assert int(c.expected.tickets[0, 0]) == u and int(c.expected.token[0]) == token, c.name
+    return [a, b]
+
+
+def build_cases() -> list[Case]:
+    cases: list[Case] = []
+    add = cases.append
+    neg_zero = -0.0
+
+    add(make_case("t0_basic", "T0 rows (+0.0 and -0.0 temperature): point mass on the argmax, no random numbers",
+                  logits_like(1, 2, 10, 3.0), temp=[0.0, neg_zero], seed=[5, 6]))
+    add(make_case("t0_ties_lower_id", "T0 argmax ties go to the lower ID; -0.0 == +0.0 (§4.1)",
+                  f32([[1.0, 3.0, 3.0, 2.0], [neg_zero, 0.0, -1.0, -INF], [0.0, neg_zero, -1.0, -INF],
+                       [-INF, -2.0, -INF, -2.0]]), temp=0.0))
+    add(make_case("support_tie_at_32nd_place",
+                  "two entries tie for the 32nd place: the lower ID is in the support (equal values; -0.0 vs +0.0)",
+                  np.stack([tie_at_32nd_place(3, 0.5, 9, 0.5), tie_at_32nd_place(2, neg_zero, 4, 0.0),
+                            tie_at_32nd_place(2, 0.0, 4, neg_zero)]), seed=[1, 2, 3]))
+    add(make_case("signed_zero_weights", "-0.0 and +0.0 logits get equal weights; rank 0 is the lowest ID",
+                  f32([[neg_zero, 0.0, neg_zero], [0.0, neg_zero, 0.0]]), tau=1.0, seed=[7, 8]))
+    x = np.full((2, 100), -INF, dtype=np.float32)
+    x[0, [3, 17, 18, 40, 41, 42, 55, 60, 61, 62, 63, 70, 71, 80, 88, 90, 91, 95, 98, 99]] = logits_like(2, 1, 20, 2.0)
+    x[1, 64] = -3.0
+    add(make_case("neg_inf_masked_fewer_than_32",
+                  "-inf entries are masked; with F < 32 finite entries the support is all of them",
+                  x, seed=[11, 12]))
+    add(make_case("v1", "V = 1: sampled and T0 rows take the single entry; a -inf row is ZERO_MASS",
+                  f32([[2.5], [-F32_MAX], [-INF]]), temp=[1.0, 0.0, 1.0], seed=[1, 2, 3]))
+    for v, why in ((31, "support is all 31"), (32, "support is exactly K = 32"), (33, "one entry left out")):
+        add(make_case(f"v{v}", f"V = {v}: {why}", logits_like(100 + v, 2, v, 4.0), seed=[v, v + 1], tau=1.0))
+    rows = [
+        ([0.0, NAN, INF, 1.0], 1.0), ([INF, NAN, -INF, -INF], 1.0), ([INF, -INF, -INF, -INF], 1.0),
+        ([1.0, INF, 2.0, 0.0], 0.0), ([-INF, -INF, -INF, -INF], 1.0), ([-INF, -INF, -INF, -INF], NAN),
+        ([1.0, 2.0, 3.0, 4.0], NAN), ([1.0, 2.0, 3.0, 4.0], -1.0), ([1.0, 2.0, 3.0, 4.0], -INF),
+        ([1.0, 2.0, 3.0, 4.0], -1e-45), ([1.0, NAN, 3.0, 4.0], NAN), ([1.0, NAN, 3.0, 4.0], -1.0),
+        ([INF, 1.0, 2.0, 3.0], -INF), ([1.0, 2.0, 3.0, 4.0], INF), ([1.0, 2.0, 3.0, 4.0], neg_zero),
+    ]
+    add(make_case("status_precedence",
+                  "NAN_LOGIT > POS_INF_LOGIT > ZERO_MASS > BAD_TEMPERATURE > OK; +inf temperature samples",
+                  f32([r for r, _ in rows]), temp=[t for _, t in rows], seed=list(range(len(rows)))))
+    x = logits_like(3, 6, 1000, 3.0)
+    nan_bits = [0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF, 0x7FBFFFFF]
+    for r, (where, bits) in enumerate(zip([0, 517, 999, 0, 999], nan_bits, strict=True)):
+        x[r, where] = f32_from_bits(bits)
+    add(make_case("nan_positions_and_payloads",
+                  "NaN (quiet, negative, signalling, payloads) first/middle/last fails the row; the last row is fine",
+                  x, temp=[1.0, 0.0, 1.0, -1.0, 1.0, 1.0], seed=list(range(6))))
+    x = logits_like(4, 8, 300, 3.0)
+    x[2, 7], x[5, :], x[6, 299] = NAN, -INF, INF
+    add(make_case("mixed_batch", "T0, sampled and failed rows in one batch; failed rows change nothing else",
+                  x, temp=[1.0, 0.0, 1.0, NAN, neg_zero, 1.0, 0.5, 2.0], seed=u64s(5, 8), rnd=u64s(6, 8),
+                  pos=u64s(7, 8)))
+    ext = [0, 1 << 63, U64]
+    combos = [(s, r, p) for s in ext for r in ext for p in ext]
+    add(make_case("uint64_extremes", "seed, round and position at 0, 2^63 and 2^64-1 in all 27 combinations",
+                  logits_like(8, 27, 40, 3.0), seed=[c[0] for c in combos], rnd=[c[1] for c in combos],
+                  pos=[c[2] for c in combos], tau=2.0))
+    add(make_case("remainder_to_rank0_slot",
+                  "floor counts leave R > 0; rank 0 is slot 1 (neither first nor last), which gets all R tickets",
+                  f32([[-1.0, 0.0, -1.0, -2.0, -0.5]]), tau=1.0))
+    add(make_case("zero_ticket_members_keep_id",
+                  "members whose weight is 0 (e^-200) or a subnormal (e^-100) keep their slot and ID with 0 tickets",
+                  f32([[0.0, -200.0, -100.0], [-100.0, 0.0, -150.0], [-INF, 0.0, -200.0]]), tau=1.0, seed=[1, 2, 3]))
+    add(make_case("difference_overflows_to_neg_inf",
+                  "d = fl32(-FLT_MAX - FLT_MAX) = -inf, so z = -inf and e = 0 (a member with 0 tickets)",
+                  f32([[-F32_MAX, F32_MAX], [F32_MAX, -F32_MAX], [F32_MAX, 0.0]]), seed=[1, 2, 3]))
+    add(make_case("tau_smallest_subnormal", "tau = 2^-149: every non-maximal member underflows to 0, ties share",
+                  f32([[1.0, 1.0, 0.999, -3.0, 1.0], [0.0, 1e-45, 0.0, neg_zero, -1e-45]]), tau=1e-45, seed=[1, 2]))
+    add(make_case("tau_flt_max", "tau = FLT_MAX: every member's weight rounds to 1, tickets uniform 2^19",
+                  logits_like(9, 2, 33, 5.0), tau=F32_MAX, seed=[1, 2]))
+    add(make_case("all_equal_v33", "33 equal logits: IDs 0..31 share 2^24 equally, ID 32 is left out",
+                  np.full((1, 33), 1.25, dtype=np.float32), tau=0.5))
+    bits = raw(10, 4 * 64).astype(np.uint16).reshape(4, 64)
+    bits[0] &= 0x83FF  # fp16 subnormals and zeros
+    bits[1:] = np.where((bits[1:] & 0x7C00) == 0x7C00, bits[1:] & 0xFBFF, bits[1:])  # finite
+    bits[2, 5] = 0xFC00  # -inf
+    bits[3, 9] = 0x7E00  # NaN
+    add(make_case("fp16_rows", "fp16 logits (subnormals, -inf, a NaN row) are widened exactly (§2.1)",
+                  bits.view(np.float16), dtype="float16", seed=[1, 2, 3, 4]))
+    add(make_case("fp16_extremes", "fp16 +-65504, the smallest subnormal 2^-24 and -0.0",
+                  np.array([[65504.0, -65504.0, 2.0**-24, -(2.0**-24), neg_zero, 0.0]], dtype=np.float16),
+                  dtype="float16", tau=1e-4))
+    add(make_case("fp16_negative_extremes", "fp16 logits near -65504 with a sampled tau: the row maximum is -65408",
+                  np.array([[-65504.0, -65472.0, -65440.0, -65504.0, -65408.0]], dtype=np.float16), dtype="float16",
+                  tau=16.0))
+    bits = raw(11, 4 * 64).astype(np.uint16).reshape(4, 64)
+    bits[0] &= 0x807F  # bf16 subnormals and zeros
+    bits[1:] = np.where((bits[1:] & 0x7F80) == 0x7F80, bits[1:] & 0xBFFF, bits[1:])  # finite
+    bits[2, :5] = 0xFF80  # -inf
+    bits[3, 1] = 0x7F80  # +inf
+    add(make_case("bf16_rows", "bf16 bit patterns (subnormals, -inf, a +inf row) widened by << 16 (§2.1)",
+                  bits, dtype="bfloat16", seed=[1, 2, 3, 4]))
+    cases.extend(draw_boundary_cases())
+    # Left to right, (0.5 + 1 + 0.5) + tiny... stays 2; the pairwise tree adds the tiny weights among themselves
+    # first and ends at 2 + 2ulp, which moves floor(0.5 * 2^24 / S) of the non-rank-0 slots 0 and 2.
+    add(make_case("pairwise_sum_not_left_fold",
+                  "S must be the pairwise tree: a left-to-right sum gives S = 2 exactly and other floor counts",
+                  f32([[-0.6931472, 0.0, -0.6931472] + [-38.0] * 29]), tau=1.0))
+    add(make_case("pairwise_sum_not_numpy_sum",
+                  "S must be the pairwise tree: numpy.sum's 8 strided accumulators and a left fold both give S = 2",
+                  f32([[{"h": -0.6931472, "o": 0.0, "t": -38.0, "u": -37.0, "z": -1000.0}[c]
+                        for c in "zzhozuzzuthztottuhttuhuzttzutztz"]]), tau=1.0))
+    add(make_case("exp_hard_cases",
+                  "z = the hardest fp32 inputs of expf (e^z within 1.3-4 fp64 ulps of a binary32 midpoint)",
+                  f32([[0.0, f32_from_bits(0xC16912CD), f32_from_bits(0xBBF0EDF1), f32_from_bits(0xBAE0E25C)]]),
+                  tau=1.0))
+    add(make_case("subnormal_logits", "fp32 subnormal logits: differences and z are subnormal, weights round to 1",
+                  f32([[1e-45, 2e-45, 0.0, -1e-45, 1e-40, -1e-38]]), tau=DEFAULT_TAU))
+    add(make_case("one_ulp_apart", "logits one ulp apart: the order is by value, weights 1 and 1 - 2^-24",
+                  f32([[1.0, np.nextafter(np.float32(1.0), np.float32(2.0)), np.nextafter(np.float32(1.0),
+                                                                                          np.float32(0.0))]]),
+                  tau=1.0, seed=[3]))
+    add(make_case("seed_sweep", "one row, 16 seeds: the drawn token follows u",
+                  np.repeat(logits_like(12, 1, 50, 1.0), 16, axis=0), seed=list(range(16)), tau=1.0))
+    add(make_case("round_position_sweep", "one row, round and position varied: distinct Philox blocks",
+                  np.repeat(logits_like(13, 1, 50, 1.0), 16, axis=0), seed=99, rnd=[i % 4 for i in range(16)],
+                  pos=[1000 + i // 4 for i in range(16)], tau=1.0))
+    add(make_case("temperature_classes", "target temperature only classifies: +inf, 1e-45, 7 sample alike",
+                  np.repeat(logits_like(14, 1, 40, 2.0), 4, axis=0), temp=[INF, 1e-45, 7.0, 0.0], seed=5))
+    for v, b, scale, tau in ((1, 4, 3.0, DEFAULT_TAU), (33, 4, 2.0, DEFAULT_TAU), (1000, 4, 4.0, 0.9),
+                             (4097, 2, 3.0, DEFAULT_TAU)):
+        add(make_case(f"random_v{v}", f"random rows, V = {v}, B = {b}", logits_like(200 + v, b, v, scale),
+                      temp=1.0, seed=u64s(300 + v, b), rnd=u64s(400 + v, b), pos=u64s(500 + v, b), tau=tau))
+    x = logits_like(15, 2, 4097, 3.0)
+    x[:, 40:] = -INF
+    add(make_case("random_v4097_mostly_masked", "V = 4097 with only 40 finite entries", x, seed=[1, 2]))
+    add(make_case("random_v32000", "one row of a 32000-token vocabulary", logits_like(16, 1, 32000, 3.0),
+                  seed=u64s(17, 1), rnd=[5], pos=[12345], tau=DEFAULT_TAU))
+    add(make_case("large_magnitudes", "logits near +-1e38: differences overflow or are huge, z reaches -inf",
+                  f32([[3e38, 2.9e38, -3e38, 1e38, 0.0], [-3e38, -2.99e38, -3e38, -1e38, -INF]]), seed=[1, 2]))
+    return cases
+
+
+def build() -> str:
+    text = dumps(build_cases())
+    if len(text.encode()) > MAX_BYTES:
+        raise RuntimeError(f"golden file would be {len(text.encode())} bytes > {MAX_BYTES}")
+    return text
+
+
+def main() -> None:
+    text = build()
+    GOLDEN_FILE.write_text(text)
+    n = text.count("\n")
+    print(f"wrote {GOLDEN_FILE} ({SEMANTIC_ID}): {n} cases, {len(text.encode())} bytes; tickets per row {TICKETS}")
+
+
+if __name__ == "__main__":
+    main()
