@@ -97,7 +97,7 @@ def make_inputs(n_sets: int, depth: int, b: int, v: int, dtype: Any, seed: int) 
     ]
 
 
-def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int) -> int:
+def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) -> int:
     """pp3 kernels vs the NumPy reference on the benchmark's own inputs; returns mismatching rows."""
     import torch
 
@@ -123,23 +123,42 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int) -> int:
     return bad
 
 
-def implementations(tile: int) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
+def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
     """name -> factory(depth buffers, keys) -> the step that runs the depth loop once."""
     import torch
 
-    from pp3.kernels import propose
+    from pp3.kernels import finalize, propose, tile_candidates
 
-    def pp3_sampled(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
-        def step() -> None:
-            for d, x in enumerate(xs):
-                propose(x, k["temp"], k["seed"], k["round"], k["pos"][d], tile=tile)
+    def pp3_sampled(tile: int | None) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
+        def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            def step() -> None:
+                for d, x in enumerate(xs):
+                    propose(x, k["temp"], k["seed"], k["round"], k["pos"][d], tile=tile)
 
-        return step
+            return step
+
+        return make
 
     def pp3_greedy(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
         def step() -> None:
             for d, x in enumerate(xs):
-                propose(x, k["temp0"], k["seed"], k["round"], k["pos"][d], tile=tile)
+                propose(x, k["temp0"], k["seed"], k["round"], k["pos"][d])
+
+        return step
+
+    def pp3_launch1(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        def step() -> None:
+            for x in xs:
+                tile_candidates(x)
+
+        return step
+
+    def pp3_launch2(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        cands = [tile_candidates(x) for x in xs]  # computed once, outside the graph
+
+        def step() -> None:
+            for d, c in enumerate(cands):
+                finalize(c, k["temp"], k["seed"], k["round"], k["pos"][d])
 
         return step
 
@@ -166,13 +185,20 @@ def implementations(tile: int) -> dict[str, Callable[[list[Any], dict[str, Any]]
 
         return step
 
-    return {
-        "pp3 sampled": pp3_sampled,
-        "pp3 greedy (T0)": pp3_greedy,
-        "torch argmax": torch_argmax,
-        "torch topk32": torch_topk,
-        "torch topk+softmax+sample": torch_topk_softmax_sample,
-    }
+    out: dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]] = {}
+    for t in tiles:
+        out["pp3 sampled" + ("" if t is None else f" tile={t}")] = pp3_sampled(t)
+    out.update(
+        {
+            "pp3 greedy (T0)": pp3_greedy,
+            "pp3 launch 1 only": pp3_launch1,
+            "pp3 launch 2 only": pp3_launch2,
+            "torch argmax": torch_argmax,
+            "torch topk32": torch_topk,
+            "torch topk+softmax+sample": torch_topk_softmax_sample,
+        }
+    )
+    return out
 
 
 def flashinfer_impl() -> tuple[Callable[[list[Any], dict[str, Any]], Callable[[], Any]] | None, str]:
@@ -223,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument("--impl", nargs="+", default=None, help="subset of implementation names")
     ap.add_argument("--replays", type=int, default=300)
-    ap.add_argument("--tile", type=int, default=None)
+    ap.add_argument("--tiles", type=int, nargs="*", default=[], help="extra fixed tile sizes to time (default: auto)")
     ap.add_argument("--out", default="results")
     args = ap.parse_args(argv)
 
@@ -232,15 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench: no CUDA GPU here; benchmarks run only on a GPU (see BENCHMARKS.md for recorded results)")
         return 0
-    from pp3.kernels.select import DEFAULT_TILE
-
-    tile = args.tile or DEFAULT_TILE
     env = _env()
     print(json.dumps(env), flush=True)
     results: list[dict[str, Any]] = []
     floor = {n: empty_floor(n, args.replays) for n in (5, 10, 20)}
     print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
-    impls = implementations(tile)
+    impls = implementations([None, *args.tiles])
     fi, fi_note = flashinfer_impl()
     if fi is not None:
         impls["flashinfer top-k sampling"] = fi
@@ -260,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                         "round": torch.full((b,), 3, device="cuda", dtype=torch.int64),
                         "pos": [torch.full((b,), 100 + d, device="cuda", dtype=torch.int64) for d in range(depth)],
                     }
-                    bad = check_parity(xs_sets, keys, tile)
+                    bad = check_parity(xs_sets, keys, None)
                     if bad:
                         print(f"PARITY FAILURE before timing: {bad} rows differ (V={v}, B={b}, {dtype_name})")
                         return 1

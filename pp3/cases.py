@@ -231,7 +231,7 @@ def suites(full: bool, seed: int = 20261130) -> Iterator[tuple[str, Case]]:
     if full:
         vocab = (1, 33, 4097, 32000, 128256, 151936, 163840, 262144)
         batches = (1, 4, 64)
-        tiles = (1024, 2048, 4096)
+        tiles = (1024, 2048, 4096)  # auto_tile picks among these
     else:
         vocab = (1, 31, 32, 33, 65, 300)
         batches = (1, 3)
@@ -251,3 +251,51 @@ def suites(full: bool, seed: int = 20261130) -> Iterator[tuple[str, Case]]:
         c.shards = split_sizes(rng, c.logits.shape[1], n)
         c.name += f"[shards={c.shards}]"
         yield "shards", c
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _mix(h: Any) -> Any:
+    """A 32-bit integer mixer written once for NumPy uint64 arrays and torch int64 tensors (no product >= 2^63)."""
+    h = h ^ (h >> 16)
+    h = (h * 0x045D9F3B) & _M32
+    h = h ^ (h >> 16)
+    h = (h * 0x045D9F3B) & _M32
+    return h ^ (h >> 16)
+
+
+def hashed_rows(row_seed: npt.NDArray[np.uint64], v: int) -> npt.NDArray[np.float32]:
+    """Logit rows defined by integer hashing, so the GPU (``hashed_rows_torch``) builds the same bits without
+    moving them: values k·2^-20 for 24-bit k (many ties), with masked, NaN, +inf and all-masked rows by seed."""
+    s = (np.asarray(row_seed, dtype=np.uint64) & _M32)[:, None]
+    i = np.arange(v, dtype=np.uint64)[None, :]
+    h = _mix((i * np.uint64(0x2545F491) + s) & np.uint64(_M32))
+    kind = s % np.uint64(16)
+    k = np.where(kind == 0, ((h >> np.uint64(28)) << np.uint64(20)), h >> np.uint64(8)).astype(np.int64) - (1 << 23)
+    x = k.astype(np.float32) * np.float32(2.0**-20)  # exact: |k| < 2^24, a power-of-two scale
+    col = ((s >> np.uint64(4)) % np.uint64(v)).astype(np.int64)
+    hit = np.arange(v)[None, :] == col
+    x = np.where((kind == 1) & ((h & np.uint64(1023)) != 0), np.float32(-np.inf), x)
+    x = np.where(kind == 2, np.float32(-np.inf), x)
+    x = np.where((kind == 3) & hit, np.float32(np.nan), x)
+    x = np.where((kind == 4) & hit, np.float32(np.inf), x)
+    return np.asarray(x, dtype=np.float32)
+
+
+def hashed_rows_torch(row_seed: Any, v: int) -> Any:
+    """``hashed_rows`` on the device of ``row_seed`` (an int64 tensor): the same bits."""
+    import torch
+
+    s = (row_seed.to(torch.int64) & _M32)[:, None]
+    i = torch.arange(v, dtype=torch.int64, device=row_seed.device)[None, :]
+    h = _mix((i * 0x2545F491 + s) & _M32)
+    kind = s % 16
+    k = torch.where(kind == 0, (h >> 28) << 20, h >> 8) - (1 << 23)
+    x = k.to(torch.float32) * (2.0**-20)
+    col = (s >> 4) % v
+    hit = torch.arange(v, device=row_seed.device)[None, :] == col
+    x = torch.where((kind == 1) & ((h & 1023) != 0), float("-inf"), x)
+    x = torch.where(kind == 2, float("-inf"), x)
+    x = torch.where((kind == 3) & hit, float("nan"), x)
+    return torch.where((kind == 4) & hit, float("inf"), x).contiguous()

@@ -32,6 +32,6 @@ PY
       if [ -d proptests ]; then
         HYPOTHESIS_PROFILE=gpu timeout 300 python3 -m pytest -q -x proptests -p no:cacheprovider 2>&1 | tee "$OUT/props.log" | tail -8
       fi ;;
-    bench) timeout 420 python3 -m bench --batch ${BENCH_B:-1 2 4} --depth 5 10 --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
+    bench) timeout ${BENCH_TIMEOUT:-420} python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} --tiles ${BENCH_TILES:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
   esac
 done

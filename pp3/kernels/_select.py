@@ -53,6 +53,61 @@ def _widen_bits(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
+def _rank_desc(keys: tl.tensor, N: tl.constexpr) -> tl.tensor:
+    """rank_i = the number of keys greater than key i: an [N, N] comparison (keys are unique but for 0s)."""
+    return tl.sum((keys[None, :] > keys[:, None]).to(tl.int32), axis=1)
+
+
+@triton.jit
+def _place(values: tl.tensor, slot: tl.tensor, K: tl.constexpr) -> tl.tensor:
+    """out[s] = the value whose slot is s (s < K), 0 where none: a masked integer sum with at most one term."""
+    s = tl.arange(0, K)
+    return tl.sum(tl.where(slot[None, :] == s[:, None], values[None, :], 0), axis=1)
+
+
+@triton.jit
+def _top_k_rounds(keys: tl.tensor, K: tl.constexpr) -> tl.tensor:
+    """The K largest keys in descending order by K rounds of max-and-remove (any N; used when filtering fails)."""
+    out = tl.zeros([K], tl.uint64)
+    r = tl.arange(0, K)
+    for i in tl.static_range(K):
+        m = tl.max(keys)
+        out = tl.where(r == i, m, out)
+        keys = tl.where(keys == m, 0, keys)
+    return out
+
+
+@triton.jit
+def _top_k(keys: tl.tensor, scratch_ptr: tl.tensor, N: tl.constexpr, K: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
+    """The K largest of N unique uint64 keys (0 = padding), descending, padded with 0: exact, no sorting network.
+
+    N <= 4K: rank every key against every other. N >= 1024: groups of 32 give a threshold tau, the K-th largest
+    group maximum (K distinct keys are >= tau, so tau <= the K-th largest key); the few keys >= tau are compacted
+    through ``scratch_ptr`` (this program's CAP slots) and ranked. If more than CAP keys pass, fall back to rounds.
+    """
+    if N <= 4 * K:
+        top = _place(keys, _rank_desc(keys, N), K)
+    elif N >= 1024:
+        G: tl.constexpr = N // 32
+        gmax = tl.max(tl.reshape(keys, [G, 32]), axis=1)
+        tau = tl.max(tl.where(_rank_desc(gmax, G) == K - 1, gmax, 0))
+        passed = (keys >= tau) & (keys != 0)
+        count = tl.sum(passed.to(tl.int32))
+        if count <= CAP:
+            pos = tl.cumsum(passed.to(tl.int32), axis=0) - 1
+            tl.store(scratch_ptr + pos, keys.to(tl.int64, bitcast=True), mask=passed)
+            tl.debug_barrier()  # the stores above are visible to the whole program after this barrier
+            c = tl.arange(0, CAP)
+            few = tl.load(scratch_ptr + c, mask=c < count, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
+            top = _place(few, _rank_desc(few, CAP), K)
+        else:
+            top = _top_k_rounds(keys, K)
+    else:
+        top = _top_k_rounds(keys, K)
+    return top
+
+
+@triton.jit
 def _tile_candidates_kernel(
     x_ptr: tl.tensor,  # [B, V_shard] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
     stride_row: tl.tensor,  # elements between rows of x
@@ -62,9 +117,11 @@ def _tile_candidates_kernel(
     flags_ptr: tl.tensor,  # [B, n_tiles_total] int32 out: bit0 NaN seen, bit1 +inf seen, bit2 finite seen
     tile_base: tl.tensor,  # index of this shard's first tile in the outputs
     n_tiles_total: tl.tensor,  # tiles per row over all shards
+    scratch_ptr: tl.tensor,  # [B, n_tiles_total, CAP] int64 scratch for _top_k's compaction
     KIND: tl.constexpr,  # KIND_F32 / KIND_F16 / KIND_BF16
     TILE: tl.constexpr,  # entries per program, a power of two >= K
     K: tl.constexpr,  # 32
+    CAP: tl.constexpr,  # compaction slots per program
 ) -> None:
     # Launch 1: one program per (tile, row) computes the tile's first K entries in the §4.1 order and its flags.
     t = tl.program_id(0)
@@ -87,9 +144,8 @@ def _tile_candidates_kernel(
     gid = (id_offset + offs).to(tl.uint64)
     key = (okey.to(tl.uint64) << 32) | (0xFFFFFFFF - gid)
     key = tl.where(in_row, key, 0)
-    top = tl.topk(key, K)  # unique keys: exactly the tile's first K entries, rank order
-
     row_tile = b * n_tiles_total + tile_base + t
+    top = _top_k(key, scratch_ptr + row_tile * CAP, TILE, K, CAP)  # the tile's first K entries, rank order
     tl.store(keys_ptr + row_tile * K + tl.arange(0, K), top.to(tl.int64, bitcast=True))
     tl.store(flags_ptr + row_tile, flags)
 
@@ -152,9 +208,11 @@ def _finalize_kernel(
     token_ptr: tl.tensor,  # [B] int32 out
     ids_ptr: tl.tensor,  # [B, K] int32 out
     tickets_ptr: tl.tensor,  # [B, K] int32 out
+    scratch_ptr: tl.tensor,  # [B, CAP] int64 scratch for _top_k's compaction
     NC: tl.constexpr,  # power of two >= n_tiles * K
     NT: tl.constexpr,  # power of two >= n_tiles
     K: tl.constexpr,  # 32
+    CAP: tl.constexpr,  # compaction slots per program
 ) -> None:
     # Launch 2: one program per row merges the candidates and runs §3-§8.
     b = tl.program_id(0).to(tl.int64)
@@ -176,7 +234,7 @@ def _finalize_kernel(
     # 2. §4: global first K entries; rank 0 is the greedy token g with the row maximum m.
     ci = tl.arange(0, NC)
     cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_tiles * K, other=0).to(tl.uint64, bitcast=True)
-    top = tl.topk(cand, K)
+    top = _top_k(cand, scratch_ptr + b * CAP, NC, K, CAP)  # rank order: top[0] is rank 0
     top_key = tl.max(top)
     g = (0xFFFFFFFF - (top_key & 0xFFFFFFFF)).to(tl.int32)
     okey = (top >> 32).to(tl.uint32)
@@ -192,12 +250,14 @@ def _finalize_kernel(
     z = tl.math.div_rn(d, tau)
     e = _expf(z, c_ptr)
 
-    # 4. §5.4: slots in ascending ID order (sort (id, e bits)); empty slots (all-ones key) go last.
-    skey = tl.where(member, (ids.to(tl.uint64) << 32) | e.to(tl.uint32, bitcast=True).to(tl.uint64), 0xFFFFFFFFFFFFFFFF)
-    skey = tl.sort(skey)
-    s_member = skey != 0xFFFFFFFFFFFFFFFF
-    s_ids = tl.where(s_member, (skey >> 32).to(tl.int32), -1)
-    w = tl.where(s_member, (skey & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True).to(tl.float64), 0.0)
+    # 4. §5.4: slots in ascending ID order. Members (ranks 0..n-1) take slot = #members with a lower ID;
+    # the others keep their rank (>= n), so slots are a permutation and empty slots come last.
+    lower = (ids[None, :] < ids[:, None]) & member[None, :]
+    slot_of = tl.where(member, tl.sum(lower.to(tl.int32), axis=1), slot)
+    s_member = _place(member.to(tl.int32), slot_of, K) != 0
+    s_ids = tl.where(s_member, _place(ids, slot_of, K), -1)
+    s_e = _place(e.to(tl.int32, bitcast=True), slot_of, K).to(tl.float32, bitcast=True)
+    w = tl.where(s_member, s_e.to(tl.float64), 0.0)
     # A failed row's candidates may be NaN; give it a harmless point mass (its outputs are overwritten in step 7).
     w = tl.where(ok, w, tl.where(slot == 0, 1.0, 0.0))
     total = _pairwise_sum(w, K)

@@ -35,9 +35,11 @@ _TILE_SIG = {
     "flags_ptr": "*i32",
     "tile_base": "i32",
     "n_tiles_total": "i32",
+    "scratch_ptr": "*i64",
     "KIND": "constexpr",
     "TILE": "constexpr",
     "K": "constexpr",
+    "CAP": "constexpr",
 }
 _FIN_SIG = {
     "keys_ptr": "*i64",
@@ -54,9 +56,11 @@ _FIN_SIG = {
     "token_ptr": "*i32",
     "ids_ptr": "*i32",
     "tickets_ptr": "*i32",
+    "scratch_ptr": "*i64",
     "NC": "constexpr",
     "NT": "constexpr",
     "K": "constexpr",
+    "CAP": "constexpr",
 }
 
 
@@ -76,14 +80,15 @@ def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] 
     opts = dict(EXACT if options is None else options)
     out: dict[str, str] = {}
     for kind in (_select.KIND_F32, _select.KIND_F16, _select.KIND_BF16):
-        for tile in (32, 2048):
+        for tile in (32, 4096):
             sig = dict(_TILE_SIG, x_ptr="*i32" if kind.value == 0 else "*i16")
-            src = ASTSource(_select._tile_candidates_kernel, sig, constexprs={"KIND": kind, "TILE": tile, "K": 32})
+            consts = {"KIND": kind, "TILE": tile, "K": 32, "CAP": 64}
+            src = ASTSource(_select._tile_candidates_kernel, sig, constexprs=consts)
             out[f"tile_candidates[kind={kind.value},tile={tile}]"] = triton.compile(src, target=tgt, options=opts).asm[
                 "ptx"
             ]
     for nc, nt in ((32, 1), (4096, 128)):
-        src = ASTSource(_select._finalize_kernel, _FIN_SIG, constexprs={"NC": nc, "NT": nt, "K": 32})
+        src = ASTSource(_select._finalize_kernel, _FIN_SIG, constexprs={"NC": nc, "NT": nt, "K": 32, "CAP": 128})
         out[f"finalize[NC={nc}]"] = triton.compile(src, target=tgt, options=opts).asm["ptx"]
     src = ASTSource(
         _select._expf_kernel,

@@ -22,7 +22,24 @@ from pp3.reference import _args
 from pp3.reference._constants import DEFAULT_TAU, DOMAIN_PROPOSAL, MAX_VOCAB, K
 from pp3.reference.expf import C2, C3, C4, C5, INV, L1, L2, ONE, SHIFT, TH, TL
 
-DEFAULT_TILE = 2048
+DEFAULT_TILE = 4096  # largest tile: 16 KiB of fp32 per program; smaller rows get smaller tiles (auto_tile)
+FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
+
+
+def auto_tile(v: int) -> int:
+    """The tile for a row of ``v`` entries: >= 32 tiles where possible (a good launch-2 threshold, §_top_k),
+    between 1024 and DEFAULT_TILE entries, a power of two."""
+    t = 1024
+    while t < DEFAULT_TILE and v >= 64 * t:
+        t *= 2
+    return t
+
+
+def tile_cap(tile: int) -> int:
+    """Compaction slots in launch 1: groups of 32 leave ~40 survivors at 2048+ entries, ~120 at 1024."""
+    return 128 if tile <= 1024 else 64
+
+
 # Exact arithmetic (SPEC.md "Keywords"): no FMA contraction, no flush to zero. The interpreter ignores both.
 EXACT = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 
@@ -93,7 +110,9 @@ def _check_logits(name: str, logits: Any) -> torch.Tensor:
     return logits if logits.stride(1) == 1 else logits.contiguous()
 
 
-def _check_tile(tile: Any) -> int:
+def _check_tile(tile: Any, v: int) -> int:
+    if tile is None:
+        return auto_tile(v)
     if isinstance(tile, bool) or not isinstance(tile, int):
         raise TypeError(f"tile: expected an int, got {type(tile).__name__}")
     if tile < K or tile & (tile - 1):
@@ -139,7 +158,7 @@ def tile_candidates(
     logits: torch.Tensor,
     *,
     id_offset: int = 0,
-    tile: int = DEFAULT_TILE,
+    tile: int | None = None,
     out: Candidates | None = None,
     tile_base: int = 0,
 ) -> Candidates:
@@ -148,7 +167,7 @@ def tile_candidates(
     With ``out`` the results go to tiles ``tile_base ..`` of an existing buffer (several shards, one buffer).
     """
     x = _check_logits("logits", logits)
-    tile = _check_tile(tile)
+    tile = _check_tile(tile, x.shape[1])
     if isinstance(id_offset, bool) or not isinstance(id_offset, numbers.Integral) or id_offset < 0:
         raise ValueError(f"id_offset: expected an int >= 0, got {id_offset!r}")
     b, v = x.shape
@@ -167,6 +186,8 @@ def tile_candidates(
         raise ValueError(f"out: expected keys [{b}, T, {K}] and flags [{b}, T] on {x.device}")
     if not 0 <= tile_base <= total - n_tiles:
         raise ValueError(f"tile_base: {tile_base} + {n_tiles} tiles do not fit the {total} tiles of out")
+    cap = tile_cap(tile)
+    scratch = torch.empty((b, total, cap), dtype=torch.int64, device=x.device)
     _select._tile_candidates_kernel[(n_tiles, b)](
         x.view(_RAW[x.dtype]),
         x.stride(0),
@@ -176,9 +197,11 @@ def tile_candidates(
         out.flags,
         tile_base,
         total,
+        scratch,
         KIND=_KIND[x.dtype],
         TILE=tile,
         K=K,
+        CAP=cap,
         **EXACT,
     )
     return out
@@ -207,6 +230,7 @@ def finalize(
     token = torch.empty(b, dtype=torch.int32, device=dev)
     ids = torch.empty((b, K), dtype=torch.int32, device=dev)
     tickets = torch.empty((b, K), dtype=torch.int32, device=dev)
+    scratch = torch.empty((b, FINALIZE_CAP), dtype=torch.int64, device=dev)
     _select._finalize_kernel[(b,)](
         keys,
         flags,
@@ -222,9 +246,11 @@ def finalize(
         token,
         ids,
         tickets,
+        scratch,
         NC=triton.next_power_of_2(n_tiles * K),
         NT=triton.next_power_of_2(n_tiles),
         K=K,
+        CAP=FINALIZE_CAP,
         **EXACT,
     )
     return Proposal(status=status, token=token, ids=ids, tickets=tickets)
@@ -238,13 +264,13 @@ def propose(
     position: Any,
     tau: float = DEFAULT_TAU,
     *,
-    tile: int = DEFAULT_TILE,
+    tile: int | None = None,
 ) -> Proposal:
     """The Triton selector: same arguments and results as ``pp3.reference.propose``, on torch tensors."""
     x = _check_logits("logits", logits)
     b = x.shape[0]
     # Check every argument before the first launch.
-    _check_tile(tile)
+    tile = _check_tile(tile, x.shape[1])
     _temperature_rows(target_temperature, b, x.device)
     for name, val in (("seed", seed), ("round", round), ("position", position)):
         _u64_rows(name, val, b, x.device)
@@ -273,7 +299,7 @@ def propose_sharded(
     position: Any,
     tau: float = DEFAULT_TAU,
     *,
-    tile: int = DEFAULT_TILE,
+    tile: int | None = None,
 ) -> Proposal:
     """The selector over a row split by vocabulary into contiguous shards (in ID order), in one process."""
     if not shards:
@@ -283,7 +309,7 @@ def propose_sharded(
     for i, s in enumerate(xs):
         if s.shape[0] != b or s.device != xs[0].device:
             raise ValueError(f"shards[{i}]: expected {b} rows on {xs[0].device}, got {tuple(s.shape)} on {s.device}")
-    _check_tile(tile)
+    tile = _check_tile(tile, max(s.shape[1] for s in xs))
     tiles = [triton.cdiv(s.shape[1], tile) for s in xs]
     out = Candidates(
         keys=torch.empty((b, sum(tiles), K), dtype=torch.int64, device=xs[0].device),
