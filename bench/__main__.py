@@ -123,6 +123,9 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
     return bad
 
 
+WARP_SWEEP: list[tuple[int, int]] = []
+
+
 def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
     """name -> factory(depth buffers, keys) -> the step that runs the depth loop once."""
     import torch
@@ -134,6 +137,21 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
             def step() -> None:
                 for d, x in enumerate(xs):
                     propose(x, k["temp"], k["seed"], k["round"], k["pos"][d], tile=tile)
+
+            return step
+
+        return make
+
+    def pp3_warps(w1: int, w2: int) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
+        from pp3.kernels import select
+
+        def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            def step() -> None:
+                saved = list(select.WARPS)
+                select.WARPS[:] = [w1, w2]
+                for d, x in enumerate(xs):
+                    propose(x, k["temp"], k["seed"], k["round"], k["pos"][d])
+                select.WARPS[:] = saved
 
             return step
 
@@ -188,6 +206,8 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
     out: dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]] = {}
     for t in tiles:
         out["pp3 sampled" + ("" if t is None else f" tile={t}")] = pp3_sampled(t)
+    for w1, w2 in WARP_SWEEP:
+        out[f"pp3 sampled warps={w1},{w2}"] = pp3_warps(w1, w2)
     out.update(
         {
             "pp3 greedy (T0)": pp3_greedy,
@@ -247,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replays", type=int, default=300)
     ap.add_argument("--tiles", type=int, nargs="*", default=[], help="extra fixed tile sizes to time (default: auto)")
     ap.add_argument("--out", default="results")
+    ap.add_argument("--warps", nargs="*", default=[], help="launch-1,launch-2 warp pairs to sweep, e.g. 4,4 16,8")
     args = ap.parse_args(argv)
+    WARP_SWEEP[:] = [(int(a), int(b)) for a, b in (w.split(",") for w in args.warps)]
 
     import torch
 

@@ -23,6 +23,9 @@ from pp3.reference._constants import DEFAULT_TAU, DOMAIN_PROPOSAL, MAX_VOCAB, K
 from pp3.reference.expf import C2, C3, C4, C5, INV, L1, L2, ONE, SHIFT, TH, TL
 
 DEFAULT_TILE = 4096  # largest tile: 16 KiB of fp32 per program; smaller rows get smaller tiles (auto_tile)
+# Warps per program for launch 1 and launch 2 (bits do not depend on them: no float reduction depends on the
+# layout). Tuned on the H200 by bench/ (see bench/NOTES.md); a list so the benchmark can sweep it.
+WARPS = [8, 8]
 FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
 
 
@@ -202,6 +205,7 @@ def tile_candidates(
         TILE=tile,
         K=K,
         CAP=cap,
+        num_warps=WARPS[0],
         **EXACT,
     )
     return out
@@ -251,6 +255,7 @@ def finalize(
         NT=triton.next_power_of_2(n_tiles),
         K=K,
         CAP=FINALIZE_CAP,
+        num_warps=WARPS[1],
         **EXACT,
     )
     return Proposal(status=status, token=token, ids=ids, tickets=tickets)
