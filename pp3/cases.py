@@ -244,7 +244,7 @@ def suites(full: bool, seed: int = 20261130) -> Iterator[tuple[str, Case]]:
             for b in batches:
                 yield "random", random_case(v, b, dtype, rng, tiles[int(rng.integers(0, len(tiles)))])
     base_v = 163840 if full else 200
-    for tile in tiles + ((32, 128) if full else (128,)):
+    for tile in tiles + ((512,) if full else (128,)):
         yield "tiles", random_case(base_v, 4, "float32", np.random.default_rng(seed + 1), tile)
     for n in (2, 3, 4, 8):
         c = random_case(base_v if full else 150, 4, "bfloat16", rng, tiles[0])

@@ -81,15 +81,16 @@ def _top_k_rounds(keys: tl.tensor, K: tl.constexpr) -> tl.tensor:
 def _top_k(keys: tl.tensor, scratch_ptr: tl.tensor, N: tl.constexpr, K: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
     """The K largest of N unique uint64 keys (0 = padding), descending, padded with 0: exact, no sorting network.
 
-    N <= 4K: rank every key against every other. N >= 1024: groups of 32 give a threshold tau, the K-th largest
+    N <= 4K: rank every key against every other. N >= 1024: up to 128 groups give a threshold tau, the K-th largest
     group maximum (K distinct keys are >= tau, so tau <= the K-th largest key); the few keys >= tau are compacted
     through ``scratch_ptr`` (this program's CAP slots) and ranked. If more than CAP keys pass, fall back to rounds.
     """
     if N <= 4 * K:
         top = _place(keys, _rank_desc(keys, N), K)
     elif N >= 1024:
-        G: tl.constexpr = N // 32
-        gmax = tl.max(tl.reshape(keys, [G, 32]), axis=1)
+        # Any partition into groups gives a valid tau; at most 128 groups keep the [G, G] ranking small.
+        G: tl.constexpr = min(N // 32, 128)
+        gmax = tl.max(tl.reshape(keys, [G, N // G]), axis=1)
         tau = tl.max(tl.where(_rank_desc(gmax, G) == K - 1, gmax, 0))
         passed = (keys >= tau) & (keys != 0)
         count = tl.sum(passed.to(tl.int32))

@@ -27,6 +27,7 @@ DEFAULT_TILE = 4096  # largest tile: 16 KiB of fp32 per program; smaller rows ge
 # layout). Tuned on the H200 by bench/ (see bench/NOTES.md); a list so the benchmark can sweep it.
 WARPS = [8, 8]
 FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
+MAX_TILES = 512  # tiles per row that launch 2 merges in one program (512 * 32 keys = 128 KiB)
 
 
 def auto_tile(v: int) -> int:
@@ -177,6 +178,8 @@ def tile_candidates(
     if id_offset + v > MAX_VOCAB:
         raise ValueError(f"id_offset: the shard ends at {id_offset + v}, beyond the maximum vocabulary 2^31 - 1")
     n_tiles = triton.cdiv(v, tile)
+    if out is None and n_tiles > MAX_TILES:
+        raise ValueError(f"tile: {tile} splits V = {v} into {n_tiles} tiles, more than the {MAX_TILES} launch 2 merges")
     if out is None:
         if tile_base != 0:
             raise ValueError("tile_base: needs out")
@@ -224,6 +227,10 @@ def finalize(
     if keys.dim() != 3 or keys.shape[2] != K or flags.shape != keys.shape[:2]:
         raise ValueError(f"cands: expected keys [B, T, {K}] and flags [B, T], got {tuple(keys.shape)}")
     b, n_tiles = flags.shape
+    if n_tiles > MAX_TILES:
+        raise ValueError(
+            f"cands: {n_tiles} tiles per row exceed the {MAX_TILES} that launch 2 merges; use a larger tile"
+        )
     dev = keys.device
     temp = _temperature_rows(target_temperature, b, dev)
     seed_t = _u64_rows("seed", seed, b, dev)
@@ -276,6 +283,8 @@ def propose(
     b = x.shape[0]
     # Check every argument before the first launch.
     tile = _check_tile(tile, x.shape[1])
+    if triton.cdiv(x.shape[1], tile) > MAX_TILES:
+        raise ValueError(f"tile: {tile} splits V = {x.shape[1]} into more than the {MAX_TILES} tiles launch 2 merges")
     _temperature_rows(target_temperature, b, x.device)
     for name, val in (("seed", seed), ("round", round), ("position", position)):
         _u64_rows(name, val, b, x.device)
@@ -316,6 +325,8 @@ def propose_sharded(
             raise ValueError(f"shards[{i}]: expected {b} rows on {xs[0].device}, got {tuple(s.shape)} on {s.device}")
     tile = _check_tile(tile, max(s.shape[1] for s in xs))
     tiles = [triton.cdiv(s.shape[1], tile) for s in xs]
+    if sum(tiles) > MAX_TILES:
+        raise ValueError(f"tile: {sum(tiles)} tiles over all shards exceed the {MAX_TILES} that launch 2 merges")
     out = Candidates(
         keys=torch.empty((b, sum(tiles), K), dtype=torch.int64, device=xs[0].device),
         flags=torch.empty((b, sum(tiles)), dtype=torch.int32, device=xs[0].device),
