@@ -124,9 +124,9 @@ def _tile_candidates_kernel(
     K: tl.constexpr,  # 32
     CAP: tl.constexpr,  # compaction slots per program
 ) -> None:
-    # Launch 1: one program per (tile, row) computes the tile's first K entries in the §4.1 order and its flags.
-    t = tl.program_id(0)
-    b = tl.program_id(1).to(tl.int64)
+    # Launch 1: one program per (row, tile) computes the tile's first K entries in the §4.1 order and its flags.
+    b = tl.program_id(0).to(tl.int64)  # rows on grid axis 0 (up to 2^31 - 1; axis 1 stops at 65535)
+    t = tl.program_id(1)
     offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
     in_row = offs < v_shard
     raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)

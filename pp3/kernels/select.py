@@ -194,7 +194,7 @@ def tile_candidates(
         raise ValueError(f"tile_base: {tile_base} + {n_tiles} tiles do not fit the {total} tiles of out")
     cap = tile_cap(tile)
     scratch = torch.empty((b, total, cap), dtype=torch.int64, device=x.device)
-    _select._tile_candidates_kernel[(n_tiles, b)](
+    _select._tile_candidates_kernel[(b, n_tiles)](
         x.view(_RAW[x.dtype]),
         x.stride(0),
         v,
