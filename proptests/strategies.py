@@ -1,0 +1,484 @@
+"""Shared Hypothesis strategies and the ``Case`` they build (NumPy only: no torch, no triton).
+
+A ``Case`` is one call of the selector: a [B, V] batch of logits held as raw bit patterns of its format (fp32, fp16
+or bf16), per-row target temperatures, seeds, rounds and positions, the call's ``tau`` and the kernel tile size.
+Its ``repr`` is a ``make_case(...)`` call, so a falsifying example printed by Hypothesis can be pasted into an
+``@example`` as it is.
+
+What the strategies aim at (SPEC.md section in brackets):
+- rows with ties and duplicates (values from a small per-row pool) and -0.0 / +0.0 [§4.1];
+- masks (-inf) of any density, down to 0 .. 40 finite entries [§3 ZERO_MASS, §4.3];
+- NaN (several payloads, both signs) and +inf at the first or last entry, inside or beyond the first 32 in the
+  order, in another tile than the maximum [§3];
+- extreme magnitudes: +-max finite, min normal, subnormals, and gaps (0 against -60 .. -100) whose exponentials
+  are subnormal or zero at tau 0.7 [§5, §6];
+- vocabulary sizes 1, 31, 32, 33, tile-1, tile, tile+1 and random (tile ragged tails, K boundary) [§4];
+- rows whose top entries are spread one per 32-entry block with a chosen number of near-top extras: the worst
+  and best cases of a threshold-then-compact top-K selection (``spikes`` style, ``threshold_case``) [§4.3];
+- batches mixing T0 (+0.0 and -0.0), sampled (> 0, +inf), bad-temperature (NaN, < 0) and failed rows [§3];
+- seeds, rounds and positions at the uint64 extremes [§8]; tau at its edges [§5.2].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from hypothesis import strategies as st
+
+from pp3.reference import DEFAULT_TAU
+from pp3.reference.widen import bf16_bits_to_float32
+
+
+def _f32(x: float) -> float:
+    return float(np.float32(x))
+
+
+U64_MAX = (1 << 64) - 1
+U64_EDGES = (0, 1, (1 << 63) - 1, 1 << 63, U64_MAX)
+
+FLT_MAX = float(np.finfo(np.float32).max)
+FLT_MIN = float(np.finfo(np.float32).tiny)  # smallest positive normal fp32
+FLT_TRUE_MIN = float(np.uint32(1).view(np.float32))  # smallest positive subnormal fp32
+# tau edges: subnormal (allowed: finite and > 0), smallest normal, tiny, the default, 1, huge, FLT_MAX.
+TAU_EDGES = (FLT_TRUE_MIN, FLT_MIN, _f32(1e-30), DEFAULT_TAU, 1.0, _f32(1e30), FLT_MAX)
+
+# Values every format holds exactly: ties come from drawing a row out of a few of them. The negative ones against a
+# maximum of 0 are the gaps of §5 at tau 0.7: -60/0.7 gives a normal e, -65 .. -70 a subnormal one, <= -75 zero.
+NICE = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, -2.5, 7.0, 10.0, -20.0, -60.0, -65.0, -70.0, -75.0, -80.0, -100.0,
+        100.0, 1000.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fmt:
+    """A logit format, described by its bit layout (the row data of a Case is raw bits of this format)."""
+
+    name: str  # "fp32" | "fp16" | "bf16"
+    exp_bits: int
+    mant_bits: int
+
+    @property
+    def width(self) -> int:
+        return 1 + self.exp_bits + self.mant_bits
+
+    @property
+    def dtype(self) -> type[np.unsignedinteger[Any]]:
+        return np.uint32 if self.width == 32 else np.uint16
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.width - 1)
+
+    @property
+    def pos_inf(self) -> int:
+        return ((1 << self.exp_bits) - 1) << self.mant_bits
+
+    @property
+    def neg_inf(self) -> int:
+        return self.sign | self.pos_inf
+
+    @property
+    def max_finite(self) -> int:
+        return self.pos_inf - 1
+
+    @property
+    def min_normal(self) -> int:
+        return 1 << self.mant_bits
+
+    @property
+    def nans(self) -> tuple[int, ...]:
+        """Quiet and signalling NaNs, smallest and largest payloads, both signs."""
+        quiet = self.pos_inf | (1 << (self.mant_bits - 1))
+        all_ones = self.pos_inf | ((1 << self.mant_bits) - 1)
+        return (quiet, self.sign | quiet, self.pos_inf | 1, self.sign | self.pos_inf | 1, all_ones,
+                self.sign | all_ones, quiet | 1)
+
+    @property
+    def extremes(self) -> tuple[int, ...]:
+        """+-max finite, +-min normal, +-largest subnormal, +-smallest subnormal."""
+        mags = (self.max_finite, self.min_normal, self.min_normal - 1, 1)
+        return mags + tuple(self.sign | m for m in mags)
+
+    def widen(self, bits: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
+        """SPEC.md §2.1: exact fp32 values of raw bits."""
+        b = np.asarray(bits, dtype=self.dtype)
+        if self.name == "fp32":
+            return b.view(np.float32)
+        if self.name == "fp16":
+            return b.view(np.float16).astype(np.float32)
+        return bf16_bits_to_float32(b)
+
+    def round_bits(self, x: npt.ArrayLike) -> npt.NDArray[Any]:
+        """Bits of finite values near ``x`` (clipped to the finite range; bf16 truncates): a value generator."""
+        a = np.asarray(x, dtype=np.float64)
+        if self.name == "fp16":
+            return np.clip(a, -65504.0, 65504.0).astype(np.float16).view(np.uint16)
+        f32 = np.clip(a, -FLT_MAX, FLT_MAX).astype(np.float32).view(np.uint32)
+        return f32 if self.name == "fp32" else (f32 >> np.uint32(16)).astype(np.uint16)
+
+    def exact_bits(self, x: Sequence[float]) -> npt.NDArray[Any]:
+        """Bits of values that the format holds exactly (NaN -> a quiet NaN); raises on an inexact value."""
+        a = np.asarray(x, dtype=np.float64)
+        bits: npt.NDArray[Any]
+        with np.errstate(all="ignore"):
+            if self.name == "fp16":
+                bits = a.astype(np.float16).view(np.uint16)
+            else:
+                f32 = a.astype(np.float32).view(np.uint32)
+                bits = f32 if self.name == "fp32" else (f32 >> np.uint32(16)).astype(np.uint16)
+        back = self.widen(bits).astype(np.float64)
+        same = (back == a) & (np.signbit(back) == np.signbit(a)) | (np.isnan(back) & np.isnan(a))
+        if not same.all():
+            raise ValueError(f"{self.name} cannot hold {a[~same][:4].tolist()} exactly")
+        return bits
+
+
+FORMATS = {f.name: f for f in (Fmt("fp32", 8, 23), Fmt("fp16", 5, 10), Fmt("bf16", 8, 7))}
+
+
+def runs_hex(bits: npt.NDArray[Any], hexw: int) -> str:
+    """Run-length hex of a row: '3f800000*3 ff800000*30'."""
+    out: list[str] = []
+    i = 0
+    vals = [int(b) for b in bits]
+    while i < len(vals):
+        j = i
+        while j < len(vals) and vals[j] == vals[i]:
+            j += 1
+        out.append(f"{vals[i]:0{hexw}x}" + (f"*{j - i}" if j - i > 1 else ""))
+        i = j
+    return " ".join(out)
+
+
+def _parse_runs(text: str) -> list[int]:
+    vals: list[int] = []
+    for tok in text.split():
+        word, _, count = tok.partition("*")
+        vals.extend([int(word, 16)] * (int(count) if count else 1))
+    return vals
+
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Case:
+    """One selector call (see the module docstring). Rows are raw bits; scalars are Python ints / fp32 floats."""
+
+    fmt: Fmt
+    bits: npt.NDArray[Any]  # [B, V] raw logit bits, uint32 (fp32) or uint16 (fp16, bf16)
+    temperature: npt.NDArray[np.float32]  # [B]
+    seed: tuple[int, ...]  # [B] uint64 values
+    round: tuple[int, ...]
+    position: tuple[int, ...]
+    tau: float  # an fp32 value
+    tile: int | None  # kernel tile size (a power of two >= 32); None: the launcher's automatic choice
+    tensor_args: bool  # kernel gets temperature/seed/round/position as tensors (True) or Python lists (False)
+
+    @property
+    def b(self) -> int:
+        return int(self.bits.shape[0])
+
+    @property
+    def v(self) -> int:
+        return int(self.bits.shape[1])
+
+    def logits32(self) -> npt.NDArray[np.float32]:
+        return self.fmt.widen(self.bits)
+
+    def take(self, rows: Sequence[int]) -> Case:
+        """The sub-batch (or permutation) of ``rows``, every per-row input carried along."""
+        idx = [int(r) for r in rows]
+        return dataclasses.replace(
+            self,
+            bits=self.bits[idx].copy(),
+            temperature=self.temperature[idx].copy(),
+            seed=tuple(self.seed[i] for i in idx),
+            round=tuple(self.round[i] for i in idx),
+            position=tuple(self.position[i] for i in idx),
+        )
+
+    def replace(self, **changes: Any) -> Case:
+        return dataclasses.replace(self, **changes)
+
+    def row_inputs(self, r: int) -> str:
+        """One row's scalar inputs, in hex, enough to replay it."""
+        t = self.temperature[r]
+        return (f"target_temperature 0x{int(t.view(np.uint32)):08x} ({float(t)!r}) seed 0x{self.seed[r]:016x} "
+                f"round 0x{self.round[r]:016x} position 0x{self.position[r]:016x}")
+
+    def __repr__(self) -> str:
+        hexw = self.fmt.width // 4
+        rows = ", ".join(repr(runs_hex(row, hexw)) for row in self.bits)
+        temps = " ".join(f"{int(t):08x}" for t in self.temperature.view(np.uint32))
+        return (f"make_case({self.fmt.name!r}, [{rows}], temperature={temps!r}, seed={list(self.seed)!r}, "
+                f"round={list(self.round)!r}, position={list(self.position)!r}, "
+                f"tau=float.fromhex({self.tau.hex()!r}), tile={self.tile}, tensor_args={self.tensor_args})")
+
+
+def make_case(
+    fmt: str,
+    rows: Sequence[str | Sequence[float]],
+    *,
+    temperature: str | float | Sequence[float] = 1.0,
+    seed: int | Sequence[int] = 0,
+    round: int | Sequence[int] = 0,
+    position: int | Sequence[int] = 0,
+    tau: float = DEFAULT_TAU,
+    tile: int | None = 32,
+    tensor_args: bool = False,
+) -> Case:
+    """A Case from rows given as run-length hex bits ('3f800000*3 ff800000') or as exactly representable floats.
+
+    ``temperature`` is fp32 hex bits ('3f800000 80000000') or floats; scalars apply to every row.
+    """
+    f = FORMATS[fmt]
+    bit_rows = [np.array(_parse_runs(r), dtype=f.dtype) if isinstance(r, str) else f.exact_bits(r) for r in rows]
+    if len({r.size for r in bit_rows}) != 1:
+        raise ValueError(f"rows differ in length: {[r.size for r in bit_rows]}")
+    bits = np.stack(bit_rows)
+    b = bits.shape[0]
+    if isinstance(temperature, str):
+        temps = np.array([int(w, 16) for w in temperature.split()], dtype=np.uint32).view(np.float32)
+    else:
+        temps = np.broadcast_to(np.asarray(temperature, dtype=np.float32), (b,)).copy()
+
+    def per_row(x: int | Sequence[int]) -> tuple[int, ...]:
+        return (int(x),) * b if isinstance(x, int) else tuple(int(v) for v in x)
+
+    tau32 = float(np.float32(tau))
+    return Case(f, bits, temps, per_row(seed), per_row(round), per_row(position), tau32, tile, tensor_args)
+
+
+# --------------------------------------------------------------------------------------------------- strategies
+
+
+def uint64s() -> st.SearchStrategy[int]:
+    """Seed / round / position: the uint64 extremes or anything in 0 .. 2^64 - 1."""
+    return st.one_of(st.sampled_from(U64_EDGES), st.integers(0, U64_MAX))
+
+
+def taus() -> st.SearchStrategy[float]:
+    """The drafter temperature: the default, its edges (FLT_MIN .. FLT_MAX), or an ordinary fp32 value."""
+    return st.one_of(
+        st.just(DEFAULT_TAU),
+        st.sampled_from(TAU_EDGES),
+        st.floats(_f32(1e-3), _f32(1e3), width=32),
+    )
+
+
+_NEG_NAN = float(np.uint32(0xFFC00001).view(np.float32))
+
+
+def temperatures() -> st.SearchStrategy[float]:
+    """Target temperatures (fp32): T0 (+-0.0) ~1/5, sampled (> 0, +inf) ~3/5, bad (NaN, < 0) ~1/5 (§3)."""
+    sampled = st.floats(_f32(1e-3), 10.0, width=32)
+    return st.one_of(
+        st.sampled_from((0.0, -0.0)),
+        sampled,
+        st.sampled_from((1.0, math.inf, FLT_MAX, FLT_MIN, FLT_TRUE_MIN)),
+        sampled,
+        st.sampled_from((math.nan, _NEG_NAN, -1.0, -math.inf, -FLT_TRUE_MIN, -FLT_MAX)),
+    )
+
+
+def _finite(fmt: Fmt, b: int) -> int:
+    """Any bit pattern made finite: an all-ones exponent (inf / NaN) loses its lowest exponent bit."""
+    return b ^ fmt.min_normal if (b & fmt.pos_inf) == fmt.pos_inf else b
+
+
+def finite_bits(fmt: Fmt) -> st.SearchStrategy[int]:
+    """One finite value of ``fmt``: a NICE value, an extreme, an ordinary value, or any finite bit pattern."""
+    nice = [int(b) for b in fmt.exact_bits(NICE)]
+    return st.one_of(
+        st.sampled_from(nice),
+        st.sampled_from(fmt.extremes),
+        st.floats(-100.0, 100.0, width=32).map(lambda x: int(fmt.round_bits(x))),
+        st.integers(0, (1 << fmt.width) - 1).map(lambda b: _finite(fmt, b)),
+    )
+
+
+def special_bits(fmt: Fmt, *, failing: bool) -> st.SearchStrategy[int]:
+    """A value planted at a chosen position: a benign special (-inf, +-0, extremes), or with ``failing`` also
+    NaN or +inf (the row fails, §3) about half the time."""
+    benign = st.sampled_from((fmt.neg_inf, 0, fmt.sign, *fmt.extremes))
+    return st.one_of(st.sampled_from(fmt.nans), st.just(fmt.pos_inf), benign, benign) if failing else benign
+
+
+def _rank_order(fmt: Fmt, row: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """Entry indices in (roughly) the §4.1 order: larger value first, then lower ID; NaN last. Only aims positions."""
+    x = fmt.widen(row)
+    x = np.where(np.isnan(x), -np.inf, x)
+    return np.asarray(np.lexsort((np.arange(row.size), -x)), dtype=np.intp)
+
+
+@st.composite
+def logit_rows(draw: st.DrawFn, fmt: Fmt, v: int, tile: int) -> npt.NDArray[Any]:
+    """One row of ``v`` raw bits: a base (pool with ties / normal / any finite bits), a mask, planted specials."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    style = draw(st.sampled_from(("pool", "pool", "normal", "anybits", "spikes")))
+    if style == "pool":
+        pool = np.array(draw(st.lists(finite_bits(fmt), min_size=1, max_size=6)), dtype=fmt.dtype)
+        row = rng.choice(pool, size=v)
+    elif style == "normal":
+        scale = draw(st.sampled_from((1e-3, 0.25, 1.0, 8.0, 100.0)))
+        row = fmt.round_bits(rng.standard_normal(v) * scale)
+    elif style == "spikes":  # one high entry per 32-entry block over a low background, plus near-top extras
+        x = rng.standard_normal(v) - 20.0
+        blocks = -(-v // 32)
+        x[np.minimum(np.arange(blocks) * 32 + rng.integers(0, 32, blocks), v - 1)] = 10.0 + rng.permutation(blocks)
+        extras = rng.choice(v, size=min(v, draw(st.integers(0, 160))), replace=False)
+        x[extras] = 10.5 + rng.integers(0, blocks, extras.size)
+        row = fmt.round_bits(x)
+    else:
+        raw = rng.integers(0, 1 << fmt.width, size=v, dtype=np.uint64).astype(fmt.dtype)
+        nonfinite = (raw & fmt.pos_inf) == fmt.pos_inf
+        row = np.where(nonfinite, raw ^ fmt.dtype(fmt.min_normal), raw)  # drop the lowest exponent bit: finite
+    row = np.asarray(row, dtype=fmt.dtype).copy()
+
+    mask = draw(st.sampled_from(("none", "none", "fraction", "keep")))
+    if mask == "fraction":
+        p = draw(st.sampled_from((0.1, 0.5, 0.9, 0.99, 1.0)))
+        row[rng.random(v) < p] = fmt.neg_inf
+    elif mask == "keep":  # exactly f finite entries (fewer than K = 32 possible)
+        f = draw(st.integers(0, min(40, v)))
+        kept = np.full(v, fmt.neg_inf, dtype=fmt.dtype)
+        keep = rng.choice(v, size=f, replace=False)
+        kept[keep] = row[keep]
+        row = kept
+
+    # About one row in four may fail on its data (NaN / +inf); the others keep the OK paths busy.
+    failing = draw(st.sampled_from((False, False, False, True)))
+    for _ in range(draw(st.sampled_from((0, 0, 1, 1, 2, 3)))):
+        where = draw(st.sampled_from(("first", "last", "max", "top", "beyond", "other_tile", "any")))
+        order = _rank_order(fmt, row)
+        if where == "first":
+            idx = 0
+        elif where == "last":
+            idx = v - 1
+        elif where == "max":
+            idx = int(order[0])
+        elif where == "top":  # inside the first K = 32 in the order
+            idx = int(order[draw(st.integers(0, min(31, v - 1)))])
+        elif where == "beyond" and v > 32:  # outside the first 32
+            idx = int(order[draw(st.integers(32, v - 1))])
+        elif where == "other_tile" and v > tile:  # a tile that does not hold the maximum
+            max_tile = int(order[0]) // tile
+            others = [t for t in range(-(-v // tile)) if t != max_tile]
+            t = draw(st.sampled_from(others))
+            idx = min(v - 1, t * tile + draw(st.integers(0, tile - 1)))
+        else:
+            idx = draw(st.integers(0, v - 1))
+        row[idx] = draw(special_bits(fmt, failing=failing))
+    return row
+
+
+AUTO_TILE = 1024  # what tile=None gives for V < 65536 (pp3.kernels.select.auto_tile); only sizes the cases
+
+
+def vocab_sizes(tile: int | None, max_v: int = 300) -> st.SearchStrategy[int]:
+    """V: 1, the K boundary (31, 32, 33), the tile boundary (tile-1, tile, tile+1), or any size up to max_v."""
+    t = AUTO_TILE if tile is None else tile
+    edges = sorted(v for v in {1, 31, 32, 33, t - 1, t, t + 1} if 1 <= v <= max_v)
+    return st.one_of(st.sampled_from(edges), st.integers(1, max_v))
+
+
+@st.composite
+def cases(
+    draw: st.DrawFn,
+    fmt: str,
+    *,
+    tiles: Sequence[int | None] = (32, 64, 128),
+    max_v: int = 300,
+    min_b: int = 1,
+    max_b: int = 4,
+    max_programs: int = 12,
+    b: int | None = None,
+    v: int | None = None,
+    tau: float | None = None,
+    tensor_args: bool | None = None,
+) -> Case:
+    """A whole call. ``max_programs`` bounds B x tiles (the interpreter's cost) when B is drawn (B >= min_b)."""
+    f = FORMATS[fmt]
+    tile = draw(st.sampled_from(tuple(tiles)))
+    vv = draw(vocab_sizes(tile, max_v)) if v is None else v
+    n_tiles = -(-vv // (AUTO_TILE if tile is None else tile))
+    bb = draw(st.integers(min_b, max(min_b, min(max_b, max_programs // n_tiles)))) if b is None else b
+    bits = np.stack([draw(logit_rows(f, vv, AUTO_TILE if tile is None else tile)) for _ in range(bb)])
+    temps = np.array([draw(temperatures()) for _ in range(bb)], dtype=np.float32)
+    seed = tuple(draw(uint64s()) for _ in range(bb))
+    rnd = tuple(draw(uint64s()) for _ in range(bb))
+    pos = tuple(draw(uint64s()) for _ in range(bb))
+    tau32 = float(np.float32(draw(taus()) if tau is None else tau))
+    targs = draw(st.booleans()) if tensor_args is None else tensor_args
+    return Case(f, bits, temps, seed, rnd, pos, tau32, tile, targs)
+
+
+@st.composite
+def shard_cuts(draw: st.DrawFn, v: int) -> tuple[int, ...]:
+    """Cut points 0 < c_1 < ... < v of a split into 1 .. 4 contiguous shards, 1-entry shards included."""
+    n = draw(st.integers(1, min(4, v)))
+    if n == 1:
+        return ()
+    if draw(st.booleans()):  # a 1-entry shard [c, c + 1) (or at either end)
+        c = draw(st.integers(0, v - 1))
+        forced = {x for x in (c, c + 1) if 0 < x < v}
+    else:
+        forced = set()
+    rest = draw(st.lists(st.integers(1, v - 1), min_size=0, max_size=n - 1, unique=True))
+    cuts = sorted(forced | set(rest))
+    return tuple(cuts[: n - 1]) if len(cuts) > n - 1 else tuple(cuts)
+
+
+def plant_tie_at(case: Case, cut: int) -> Case:
+    """Make entries cut-1 and cut equal to each row's largest finite value (1.0 if none): equal maxima on both
+    sides of a shard boundary, where only the lower ID may rank first (§4.1)."""
+    bits = case.bits.copy()
+    x = case.logits32()
+    for r in range(case.b):
+        finite = np.flatnonzero(np.isfinite(x[r]))
+        if finite.size:
+            top = finite[np.argmax(x[r, finite])]
+            bits[r, cut - 1] = bits[r, cut] = bits[r, top]
+        else:
+            bits[r, cut - 1] = bits[r, cut] = case.fmt.exact_bits([1.0])[0]
+    return case.replace(bits=bits)
+
+
+def threshold_case(fmt: str, blocks: int, extras: int, *, tile: int | None, temperature: float = 1.0) -> Case:
+    """V = 32 * blocks entries whose 32 largest 32-block maxima pass a threshold tau (the 32nd largest block
+    maximum) together with exactly ``extras`` more entries: 32 + extras keys are >= tau.
+
+    Block g holds one spike 10 + g; ``extras`` entries of value (10 + blocks - 32) + 0.5 sit in the blocks whose
+    spike is larger (so no block maximum changes); everything else is -1. A selection that thresholds by block
+    maxima and compacts at most CAP survivors sees exactly CAP survivors with extras = CAP - 32, one too many
+    with CAP - 31 (CAP = 128 or 64 in pp3.kernels): the two sides of its fallback.
+    """
+    if blocks < 32 or not 0 <= extras <= 31 * 31:
+        raise ValueError(f"need blocks >= 32 and 0 <= extras <= 961, got {blocks}, {extras}")
+    x = np.full(32 * blocks, -1.0)
+    spike_at = np.arange(blocks) * 32 + (np.arange(blocks) * 7) % 32
+    x[spike_at] = 10.0 + np.arange(blocks)
+    free = [i for g in range(blocks - 31, blocks) for i in range(32 * g, 32 * g + 32) if i != spike_at[g]]
+    x[free[:extras]] = 10.0 + blocks - 32 + 0.5
+    return make_case(fmt, [x.tolist()], temperature=temperature, seed=blocks * 1000 + extras, tile=tile)
+
+
+FORMAT_NAMES = ("fp32", "fp16", "bf16")
+
+
+def any_format_cases(**kw: Any) -> st.SearchStrategy[Case]:
+    """``cases`` in any of the three formats."""
+    return st.sampled_from(FORMAT_NAMES).flatmap(lambda f: cases(f, **kw))
+
+
+@st.composite
+def sharded_cases(draw: st.DrawFn, /, **kw: Any) -> tuple[Case, tuple[int, ...]]:
+    """A case (any format) and a split of its vocabulary; half the time equal maxima straddle one cut."""
+    case = draw(any_format_cases(**kw))
+    cuts: tuple[int, ...] = draw(shard_cuts(case.v))
+    tie: bool = draw(st.booleans())
+    if cuts and tie:
+        case = plant_tie_at(case, draw(st.sampled_from(cuts)))
+    return case, cuts

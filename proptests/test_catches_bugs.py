@@ -1,0 +1,109 @@
+"""The comparison catches planted bugs: each mutant of the reference (a plausible misreading of SPEC.md) must
+disagree with the kernels on a fixed small batch, and the unmutated reference must agree with them exactly.
+
+The kernels run once (module fixture); each mutant only re-runs the NumPy reference, so this file is quick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from pp3.reference import order, philox, tickets
+from pp3.reference._constants import DOMAIN_PROPOSAL, TICKETS
+from proptests._harness import MARKS, Out, count_mismatches, run_kernel, run_reference
+from proptests.strategies import U64_MAX, Case, make_case
+
+pytestmark = MARKS
+
+_RNG = np.random.default_rng(20241130)
+_RANDOM_ROWS = [(_RNG.standard_normal(50) * 2).astype(np.float32).tolist() for _ in range(4)]
+# Four random sampled rows (32-member supports, max anywhere), a T0 row whose maximum is -0.0 tied with +0.0 at
+# ID 1, and a sampled row of 40 equal values (ties across the K boundary).
+FIXED: Case = make_case(
+    "fp32",
+    [*_RANDOM_ROWS, [-0.0, 0.0, *([-1.0] * 48)], [1.0] * 40 + [0.0] * 10],
+    temperature=[1.0, 0.7, 2.0, 1.0, 0.0, 1.0],
+    seed=[1, 2, U64_MAX, 1 << 63, 5, 6],
+    round=[10, 0, 7, U64_MAX, 3, 2],
+    position=[20, 1, 9, 0, 4, 8],
+    tile=64,
+)
+
+
+def mismatches(kernel: Out) -> int:
+    """Differing elements between the kernels' result and the (possibly mutated) reference's on FIXED."""
+    return count_mismatches(kernel, run_reference(FIXED))
+
+
+# ---------------------------------------------------------------------------------------------------- mutants
+
+_ALLOCATE = tickets.allocate
+_BLOCK = philox.block
+
+
+def _largest_remainder(w: npt.NDArray[np.float64], rank0_slot: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Hamilton's method (SPEC.md §5.2 rejects it): one extra ticket to each of the R largest fractional parts."""
+    q = (w * np.float64(TICKETS)) / tickets.pairwise_sum(w)[:, None]
+    c = np.floor(q).astype(np.int64)
+    rem = TICKETS - c.sum(axis=1)
+    by_fraction = np.argsort(-(q - c), axis=1, kind="stable")
+    for r in range(c.shape[0]):
+        c[r, by_fraction[r, : rem[r]]] += 1
+    return c
+
+
+def _uniform_low_bits(seed: Any, round_: Any, position: Any) -> npt.NDArray[np.uint64]:
+    """The low 24 bits of w0 instead of the top 24 (§8)."""
+    return philox.block(seed, round_, position, DOMAIN_PROPOSAL)[:, 0] & np.uint64(0xFFFFFF)
+
+
+def _remainder_to_slot0(w: npt.NDArray[np.float64], rank0_slot: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The R leftover tickets to the lowest-ID slot instead of the rank-0 slot (§5.6)."""
+    return _ALLOCATE(w, np.zeros_like(rank0_slot))
+
+
+def _signed_zeros_unequal(x: npt.NDArray[np.float32]) -> npt.NDArray[np.uint32]:
+    """okey without replacing -0.0 by +0.0, so +0.0 outranks -0.0 (§4.1)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    return np.where(bits & np.uint32(0x80000000), bits ^ np.uint32(0xFFFFFFFF), bits | np.uint32(0x80000000))
+
+
+def _ties_to_higher_id(x: npt.NDArray[np.float32], ids: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.uint64]:
+    """Equal values ordered by ID descending instead of ascending (§4.1)."""
+    return (order.order_value_key(x).astype(np.uint64) << np.uint64(32)) | np.asarray(ids).astype(np.uint64)
+
+
+def _counter_swapped(seed: Any, round_: Any, position: Any, domain: int) -> npt.NDArray[np.uint64]:
+    """Philox counter (position, round, 0, 0) instead of (round, position, 0, 0) (§8 keying)."""
+    return _BLOCK(seed, position, round_, domain)
+
+
+MUTANTS: dict[str, tuple[Any, str, Callable[..., Any]]] = {
+    "largest_remainder_allocation": (tickets, "allocate", _largest_remainder),
+    "uniform_from_low_24_bits": (philox, "proposal_uniform", _uniform_low_bits),
+    "remainder_to_lowest_id_slot": (tickets, "allocate", _remainder_to_slot0),
+    "signed_zeros_unequal": (order, "order_value_key", _signed_zeros_unequal),
+    "ties_to_higher_id": (order, "order_key", _ties_to_higher_id),
+    "philox_counter_swapped": (philox, "block", _counter_swapped),
+}
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Out:
+    return run_kernel(FIXED)
+
+
+def test_unmutated_reference_agrees(kernel: Out) -> None:
+    assert mismatches(kernel) == 0
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_mutant_is_caught(kernel: Out, mutant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module, name, replacement = MUTANTS[mutant]
+    monkeypatch.setattr(module, name, replacement)
+    assert mismatches(kernel) > 0, f"the comparison missed the planted bug {mutant}"
