@@ -1,0 +1,198 @@
+"""pp3.drafter (TPDrafter: the greedy path, the gated sampled path) and pp3.markov (the Markov drafter)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pp3.drafter import SAMPLED_ENV, SampledDraftingDisabled, TPDrafter, greedy_select  # noqa: E402
+from pp3.markov import MarkovDrafter, split_sizes  # noqa: E402
+from pp3.reference import propose  # noqa: E402
+from tests._diag import assert_same  # noqa: E402
+
+
+class TableDrafter:
+    """A drafter whose logits are rows of a fixed [V, V] table (any values, NaN included), optionally sharded."""
+
+    def __init__(self, table: np.ndarray, sizes: list[int] | None = None) -> None:
+        self.table = torch.from_numpy(table)
+        self.sizes = sizes or [table.shape[1]]
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.table.shape[1])
+
+    def __call__(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        return list(torch.split(self.table[tokens[:, -1]], self.sizes, dim=1))
+
+
+# ------------------------------------------------------------------------------------------------ greedy path
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [None, [3, 5], [1, 1, 6], [4, 4]],  # one shard; ragged shards; a 1-wide shard; a tie across a shard boundary
+)
+def test_greedy_select_is_the_selector_t0_output(sizes: list[int] | None) -> None:
+    inf, nan = np.inf, np.nan
+    rows = np.array(
+        [
+            [0, 3, 3, 1, 3, 0, 0, 0],  # tie: lowest ID
+            [-0.0, 0.0, -1, -1, -1, -1, -1, -1],  # signed zeros are equal: ID 0
+            [-inf] * 8,  # ZERO_MASS
+            [1, nan, inf, 0, 0, 0, 0, 0],  # NaN beats +inf
+            [1, 2, inf, 0, 0, 0, 0, 0],  # POS_INF
+            [-inf, -inf, -inf, -inf, -3.0e38, -inf, -inf, -inf],  # the only finite entry sits in a later shard
+            [0, 0, 0, 0, 7, 0, 0, 7],
+            [-1, -1, -1, -1, 2, 2, 2, 2],  # tie across shards at the boundary of [4, 4]
+        ],
+        dtype=np.float32,
+    )
+    shards = list(torch.split(torch.from_numpy(rows), sizes or [8], dim=1))
+    token, status = greedy_select(shards)
+    want = propose(rows, 0.0, 0, 0, 0)
+    assert_same(token.numpy(), want.token, "token")
+    assert_same(status.numpy(), want.status, "status")
+
+
+def test_greedy_ties_go_to_the_lowest_id_at_v_163840() -> None:
+    # torch.max(dim) returns the first maximal index; check it where vectorised CPU reductions could differ.
+    v = 163840
+    rng = np.random.default_rng(0)
+    x = rng.integers(-4, 4, size=(16, v)).astype(np.float32)  # many ties at the maximum 3
+    x[:, rng.integers(0, v, 16)] = 3.0
+    x[3] = -0.0
+    x[3, 77777] = 0.0
+    for sizes in ([v], [81920, 81920], [1000, 162840]):
+        token, _ = greedy_select(list(torch.split(torch.from_numpy(x), sizes, dim=1)))
+        assert_same(token.numpy(), propose(x, 0.0, 0, 0, 0).token, f"token, shards {sizes}")
+
+
+def test_draft_is_depth_steps_of_the_t0_selector() -> None:
+    rng = np.random.default_rng(1)
+    v = 12
+    table = rng.normal(size=(v, v)).astype(np.float32)
+    table[5] = np.nan  # after token 5 the drafter fails
+    drafter = TPDrafter(TableDrafter(table, [5, 7]), depth=4)
+    ctx = torch.tensor([[0], [5], [3], [11]])
+    d = drafter.draft(ctx)
+    assert d.tokens.shape == (4, 4) and d.ids.shape == (4, 4, 32) and d.tickets.shape == (4, 4, 32)
+    prev = ctx[:, 0].numpy().copy()
+    for j in range(4):
+        want = propose(table[prev], 0.0, 0, 0, 0)
+        for f in ("token", "status", "ids", "tickets"):
+            got = {"token": d.tokens, "status": d.status, "ids": d.ids, "tickets": d.tickets}[f][:, j].numpy()
+            assert_same(got, getattr(want, f), f"{f} at depth {j}")
+        prev = np.maximum(want.token, 0)  # a failed position feeds token 0
+
+
+def test_depth_is_fixed_and_validated() -> None:
+    m = MarkovDrafter.random(8, 2)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="depth"):
+            TPDrafter(m, bad)  # type: ignore[arg-type]
+    assert TPDrafter(m, 3).draft(torch.zeros((2, 1), dtype=torch.int64)).tokens.shape == (2, 3)
+
+
+# ----------------------------------------------------------------------------------------------- sampled path
+
+
+def test_sampled_path_needs_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    drafter = TPDrafter(MarkovDrafter.random(8, 2), depth=2)
+    ctx = torch.zeros((1, 1), dtype=torch.int64)
+    for value in (None, "0", "true", ""):
+        if value is None:
+            monkeypatch.delenv(SAMPLED_ENV, raising=False)
+        else:
+            monkeypatch.setenv(SAMPLED_ENV, value)
+        with pytest.raises(SampledDraftingDisabled, match=SAMPLED_ENV):
+            drafter.draft_sampled(ctx, 1.0, 0, 0, 0)
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    assert drafter.draft_sampled(ctx, 1.0, 0, 0, 0).tokens.shape == (1, 2)
+
+
+def test_sampled_draft_is_keyed_by_seed_round_and_absolute_position(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    v, depth = 40, 3  # V > 32: the top-32 support is a strict subset
+    markov = MarkovDrafter.random(v, 8, seed=3, shards=3)
+    table = markov.table()
+    seed = np.array([1, 2, 2**64 - 1], dtype=np.uint64)
+    pos = np.array([10, 0, 2**64 - 2], dtype=np.uint64)  # the last row's positions wrap mod 2^64
+    temp = np.array([1.0, 0.0, 2.5], dtype=np.float32)
+    d = TPDrafter(markov, depth, tau=0.7).draft_sampled(torch.tensor([[4], [5], [6]]), temp, seed, 7, pos)
+    prev = np.array([4, 5, 6])
+    for j in range(depth):
+        with np.errstate(over="ignore"):
+            want = propose(table[prev], temp, seed, 7, pos + np.uint64(j), 0.7)
+        assert_same(d.tokens[:, j].numpy(), want.token, f"token at depth {j}")
+        assert_same(d.tickets[:, j].numpy(), want.tickets, f"tickets at depth {j}")
+        assert_same(d.ids[:, j].numpy(), want.ids, f"ids at depth {j}")
+        prev = want.token
+
+
+@pytest.mark.interpreter
+def test_sampled_triton_backend_equals_the_reference_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU")
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    markov = MarkovDrafter.random(48, 4, seed=9, shards=2, device=dev)
+    ctx = torch.tensor([[1], [2]], device=dev)
+    args = (ctx, 1.0, np.array([3, 4], dtype=np.uint64), 1, 5)
+    got = TPDrafter(markov, 2, backend="triton", tile=32).draft_sampled(*args)
+    want = TPDrafter(markov, 2, backend="reference").draft_sampled(*args)
+    for f in ("tokens", "status", "ids", "tickets"):
+        assert_same(getattr(got, f).cpu().numpy(), getattr(want, f).cpu().numpy(), f)
+
+
+# ----------------------------------------------------------------------------------------------------- imports
+
+
+def test_importing_pp3_and_the_greedy_path_import_no_sampled_kernel_code() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import pp3
+        import torch
+        from pp3.drafter import TPDrafter
+        from pp3.markov import MarkovDrafter
+        d = TPDrafter(MarkovDrafter.random(64, 4, shards=2), depth=5).draft(torch.zeros((3, 1), dtype=torch.int64))
+        assert d.tokens.shape == (3, 5)
+        banned = [m for m in sys.modules if m.startswith(("pp3.kernels", "pp3.accept.kernel", "pp3.accept._kernel"))]
+        print("BANNED", banned)
+        print("TRITON", "triton" in sys.modules)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert "BANNED []" in out, out
+    assert "TRITON False" in out, out  # nor triton itself
+
+
+# ------------------------------------------------------------------------------------------------------ markov
+
+
+def test_markov_shards_tile_the_vocabulary_and_match_the_exact_table() -> None:
+    for shards in (1, 2, 3, 7):
+        m = MarkovDrafter.random(50, 16, seed=1, shards=shards)
+        assert m.shard_sizes == split_sizes(50, shards) and sum(m.shard_sizes) == 50
+        out = torch.cat(m(torch.arange(50)[:, None]), dim=1).numpy()
+        assert_same(out, m.table(), f"logits with {shards} shards")
+    one = MarkovDrafter.random(50, 16, seed=1).table()
+    assert_same(MarkovDrafter.random(50, 16, seed=1, shards=5).table(), one, "table independent of shards")
+
+
+def test_markov_rejects_bad_shapes() -> None:
+    with pytest.raises(ValueError):
+        MarkovDrafter(torch.zeros(4, 2), torch.zeros(3, 4))
+    with pytest.raises(ValueError):
+        MarkovDrafter(torch.zeros(4, 2), torch.zeros(2, 4), [2, 1])
+    with pytest.raises(ValueError):
+        split_sizes(4, 5)
