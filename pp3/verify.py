@@ -151,7 +151,9 @@ def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
     return propose(hashed_rows(row_seed, v), temp, seed, rnd, pos)
 
 
-def bulk(table: Table, n_rows: int, v: int, batch: int, first_failure: list[Path], device: Any, seed: int = 0) -> None:
+def bulk(
+    table: Table, n_rows: int, v: int, batch: int, first_failure: list[Path], device: Any, bulk_seed: int = 0
+) -> None:
     """The >= 10^6-row GPU suite. Rows are defined by integer hashing of a per-row seed, so the GPU builds them
     itself (``hashed_rows_torch``) and a process pool rebuilds them for the reference: only seeds and outputs
     cross the bus. The first batch's rows are also compared bit for bit with the CPU's."""
@@ -165,7 +167,7 @@ def bulk(table: Table, n_rows: int, v: int, batch: int, first_failure: list[Path
 
     workers = max(1, (os.cpu_count() or 2) - 1)
     chunk = max(1, batch // workers)
-    rng = np.random.default_rng(20261130 + seed)  # distinct --bulk-seed values give disjoint-in-practice rows
+    rng = np.random.default_rng(20261130 + bulk_seed)  # distinct --bulk-seed values give disjoint-in-practice rows
     temp_pool = np.array([1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0], dtype=np.float32)
     pending: list[tuple[list[Any], Proposal, tuple[np.ndarray[Any, Any], ...]]] = []
     t0 = time.perf_counter()
