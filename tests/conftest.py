@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, print_blob=True)
+settings.register_profile("gpu", deadline=None, print_blob=True, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

@@ -107,3 +107,26 @@ def launched_ptx() -> dict[str, str]:
             for key, kernel in caches[0].items():
                 out[f"{fn.__name__}[dev={dev}][{hash(key) & 0xFFFF:04x}]"] = kernel.asm["ptx"]
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pp3.kernels.ptx_audit [--default-options]``: compile for sm_90, print findings as JSON.
+
+    Exits 1 if any exact-path kernel holds a forbidden instruction. Must run without TRITON_INTERPRET.
+    """
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m pp3.kernels.ptx_audit")
+    ap.add_argument("--default-options", action="store_true", help="compile with Triton's defaults (a planted bug)")
+    args = ap.parse_args(argv)
+    ptx = compile_exact_path(options={} if args.default_options else None)
+    found = {name: find_forbidden(text) for name, text in ptx.items()}
+    print(json.dumps({"kernels": len(ptx), "forbidden": {k: v for k, v in found.items() if v}}))
+    return 1 if any(found.values()) else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
