@@ -316,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "bench.json").write_text(
         json.dumps({"env": env, "floor": floor, "flashinfer": fi_note, "results": results}, indent=1)
     )
-    print(f"wrote {out / 'bench.json'}; flashinfer: {fi_note}")
+    from bench import report
+
+    report.main([str(out / "bench.json"), "--md", str(out / "bench.md"), "--png", str(out / "bench.png")])
+    print(f"wrote {out / 'bench.json'}, bench.md, bench.png; flashinfer: {fi_note}")
     return 0
 
 
