@@ -124,36 +124,34 @@ def _check_tile(tile: Any, v: int) -> int:
     return tile
 
 
+def _row_tensor(name: str, value: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:
+    """A per-row tensor argument of shape [] (broadcast) or [B], on the logits' device."""
+    if value.dim() == 0:
+        value = value.reshape(1).expand(b)
+    if tuple(value.shape) != (b,):
+        raise ValueError(f"{name}: expected shape ({b},) to match logits' {b} rows, got {tuple(value.shape)}")
+    if value.device != device:
+        raise ValueError(f"{name}: on {value.device}, but logits are on {device}")
+    return value
+
+
 def _u64_rows(name: str, value: Any, b: int, device: torch.device) -> torch.Tensor:
     """A per-row uint64 argument as an int64 tensor of the same bits: a tensor [B] or an int / int sequence."""
     if isinstance(value, torch.Tensor):
         if value.dtype not in (torch.int64, torch.uint64):
             raise TypeError(f"{name}: expected an int64 or uint64 tensor (uint64 bits), got {value.dtype}")
-        if value.dim() == 0:
-            value = value.reshape(1).expand(b)
-        if tuple(value.shape) != (b,):
-            raise ValueError(f"{name}: expected shape ({b},) to match logits' {b} rows, got {tuple(value.shape)}")
-        if value.device != device:
-            raise ValueError(f"{name}: on {value.device}, but logits are on {device}")
-        out: torch.Tensor = value.view(torch.int64).contiguous()
-        return out
+        return _row_tensor(name, value, b, device).view(torch.int64).contiguous()
     arr = _args.as_uint64_rows(name, value, b)  # validates ints, ranges and shape on the host
     return torch.from_numpy(arr.view(np.int64).copy()).to(device)
 
 
 def _temperature_rows(value: Any, b: int, device: torch.device) -> torch.Tensor:
+    """Per-row target temperatures as fp32 (SPEC.md §2: other float types are rounded to fp32 first)."""
     name = "target_temperature"
     if isinstance(value, torch.Tensor):
         if not value.dtype.is_floating_point:
             raise TypeError(f"{name}: expected a floating-point tensor, got {value.dtype}")
-        if value.dim() == 0:
-            value = value.reshape(1).expand(b)
-        if tuple(value.shape) != (b,):
-            raise ValueError(f"{name}: expected shape ({b},) to match logits' {b} rows, got {tuple(value.shape)}")
-        if value.device != device:
-            raise ValueError(f"{name}: on {value.device}, but logits are on {device}")
-        out: torch.Tensor = value.to(torch.float32).contiguous()
-        return out
+        return _row_tensor(name, value, b, device).to(torch.float32).contiguous()
     arr = _args.as_temperature_rows(name, value, b)
     return torch.from_numpy(arr).to(device)
 
