@@ -1,8 +1,10 @@
 """Triton bodies of the selector (SPEC.md §2-§8). Launchers and argument checks live in ``select.py``.
 
 Arithmetic model: every exact-path kernel is launched with ``enable_fp_fusion=False`` (no FMA contraction) and
-``enable_reflect_ftz=False`` (subnormals kept); fp32 division is ``div_rn``; no ``tl.exp``; float reductions are
-only a fixed tree (§5.4) or sums of exact zeros. See SPEC.md "Keywords" and ../shared/TRITON_FACTS.md.
+``enable_reflect_ftz=False`` (subnormals kept); fp32 division is ``div_rn``; no ``tl.exp``; the only float
+reduction is the fixed pairwise tree of §5.4 (selection, slot placement and the draw use integers). No sorting
+network either: selection is a threshold, a compaction and an all-pairs rank (``_top_k``), so the same code is
+fast in the interpreter. See SPEC.md "Keywords" and ../shared/TRITON_FACTS.md.
 """
 
 from __future__ import annotations
