@@ -188,6 +188,10 @@ def tile_candidates(
     total = out.flags.shape[1]
     if out.keys.shape != (b, total, K) or out.flags.shape != (b, total) or out.keys.device != x.device:
         raise ValueError(f"out: expected keys [{b}, T, {K}] and flags [{b}, T] on {x.device}")
+    if out.keys.dtype != torch.int64 or out.flags.dtype != torch.int32:
+        raise TypeError(f"out: expected int64 keys and int32 flags, got {out.keys.dtype} and {out.flags.dtype}")
+    if not (out.keys.is_contiguous() and out.flags.is_contiguous()):
+        raise ValueError("out: keys and flags must be contiguous (the kernel indexes them densely)")
     if not 0 <= tile_base <= total - n_tiles:
         raise ValueError(f"tile_base: {tile_base} + {n_tiles} tiles do not fit the {total} tiles of out")
     cap = tile_cap(tile)
@@ -224,6 +228,10 @@ def finalize(
     keys, flags = cands.keys, cands.flags
     if keys.dim() != 3 or keys.shape[2] != K or flags.shape != keys.shape[:2]:
         raise ValueError(f"cands: expected keys [B, T, {K}] and flags [B, T], got {tuple(keys.shape)}")
+    if keys.dtype != torch.int64 or flags.dtype != torch.int32:
+        raise TypeError(f"cands: expected int64 keys and int32 flags, got {keys.dtype} and {flags.dtype}")
+    if not (keys.is_contiguous() and flags.is_contiguous()):
+        raise ValueError("cands: keys and flags must be contiguous (the kernel indexes them densely)")
     b, n_tiles = flags.shape
     if n_tiles > MAX_TILES:
         raise ValueError(
