@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# One device call: environment, PTX audit of the launched kernels, full parity, exhaustive expf audit, benchmark.
-# usage (device tool): bash tools/gpu_session.sh [steps...]   steps: env verify expf bench props  (default: all)
+# GPU work in named steps, so one device call runs several and the next session knows what is left.
+# usage (device tool, repository root): bash tools/gpu_session.sh STEP [STEP ...]
+#   env       versions, driver, packages
+#   verify    python -m pp3.verify --full (104 cases) and the PTX audit of the kernels actually launched
+#   bulk N S  N bulk rows at V=163840 with --bulk-seed S (≈1,250 rows/s on 16 cores: 350000 fits one call)
+#   expf      exhaustive device exponential (≈20 s)
+#   props     Hypothesis proptests, profile gpu
+#   stats     python -m stats --device cuda (≥ 10^7 draws per vector)
+#   bench     python -m bench (BENCH_B, BENCH_D, BENCH_TILES, BENCH_WARPS, BENCH_TIMEOUT)
+#   accept    tools/accept_gpu.py and the end-to-end audit with the Triton verifier
+# Logs go to $OUT (the device tool brings them back). Each step has its own timeout.
 set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-results}"
 mkdir -p "$OUT"
-steps="${*:-env verify expf props bench}"
-for s in $steps; do
+while [ $# -gt 0 ]; do
+  s="$1"; shift
   echo "=== $s ($(date +%T))"
   case "$s" in
     env)
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-      python3 -c "import torch, triton, numpy, sys; print(sys.version.split()[0], torch.__version__, triton.__version__, numpy.__version__)"
-      python3 -m pip list 2>/dev/null | grep -i -E "flashinfer|hypothesis|pytest|scipy" ;;
+      python3 -c "import torch, triton, numpy, sys; print(sys.version.split()[0], torch.__version__, triton.__version__, numpy.__version__)" ;;
     verify)
-      python3 -m pp3.verify --full --bulk-rows "${BULK_ROWS:-1000000}" 2>&1 | tee "$OUT/verify.log" | tail -25
+      timeout "${VERIFY_TIMEOUT:-300}" python3 -m pp3.verify --full --bulk-rows 0 2>&1 | tee "$OUT/verify.log" | tail -8
       python3 - <<'PY' 2>&1 | tee "$OUT/ptx_audit.log"
 import torch
 from pp3.kernels import propose, expf
@@ -27,11 +35,22 @@ bad = {k: find_forbidden(v) for k, v in p.items() if find_forbidden(v)}
 print(f"launched exact-path kernels: {len(p)}; with forbidden instructions: {len(bad)} {bad}")
 PY
       ;;
-    expf) python3 tools/gpu_expf_audit.py 2>&1 | tee "$OUT/expf_audit.log" | tail -8 ;;
+    bulk)
+      n="$1"; seed="$2"; shift 2
+      timeout 560 python3 -m pp3.verify --full --bulk-only --bulk-rows "$n" --bulk-seed "$seed" 2>&1 \
+        | tee "$OUT/bulk_$seed.log" | tail -6 ;;
+    expf) timeout 200 python3 tools/gpu_expf_audit.py 2>&1 | tee "$OUT/expf_audit.log" | tail -4 ;;
     props)
-      if [ -d proptests ]; then
-        HYPOTHESIS_PROFILE=gpu timeout 300 python3 -m pytest -q -x proptests -p no:cacheprovider 2>&1 | tee "$OUT/props.log" | tail -8
-      fi ;;
-    bench) timeout ${BENCH_TIMEOUT:-420} python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} --tiles ${BENCH_TILES:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
+      HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-400}" python3 -m pytest -q proptests -p no:cacheprovider 2>&1 \
+        | tee "$OUT/props.log" | tail -6 ;;
+    stats) timeout "${STATS_TIMEOUT:-500}" python3 -m stats --device cuda --out "$OUT" 2>&1 | tee "$OUT/stats.log" | tail -40 ;;
+    bench)
+      timeout "${BENCH_TIMEOUT:-420}" python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} \
+        --tiles ${BENCH_TILES:-} --warps ${BENCH_WARPS:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
+    accept)
+      timeout 300 python3 tools/accept_gpu.py 2>&1 | tee "$OUT/accept_gpu.log" | tail -20
+      DSPARK_SAMPLED_TOP32=1 timeout 250 python3 -m pp3 audit-e2e --device cuda --verifier triton --n 1000000 \
+        --mutant-n 100000 2>&1 | tee "$OUT/e2e_gpu.log" | tail -20 ;;
+    *) echo "unknown step $s"; exit 2 ;;
   esac
 done
