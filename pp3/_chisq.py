@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -89,8 +90,12 @@ def merge_groups(expected: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return labels
 
 
-def pearson(observed: npt.ArrayLike, probs: npt.ArrayLike) -> ChiSquare:
-    """Goodness of fit of bin counts to exact bin probabilities (summing to 1), with the support check."""
+def pearson(
+    observed: npt.ArrayLike, probs: npt.ArrayLike, sf: Callable[[float, int], float] | None = None
+) -> ChiSquare:
+    """Goodness of fit of bin counts to exact bin probabilities (summing to 1), with the support check.
+
+    ``sf`` is the chi-square survival function (default: this module's ``chi2_sf``; stats/ passes SciPy's)."""
     obs = np.asarray(observed, dtype=np.int64).ravel()
     p = np.asarray(probs, dtype=np.float64).ravel()
     n = int(obs.sum())
@@ -106,7 +111,7 @@ def pearson(observed: npt.ArrayLike, probs: npt.ArrayLike) -> ChiSquare:
     o = np.bincount(labels, weights=obs[~zero], minlength=groups)
     e = np.bincount(labels, weights=expected, minlength=groups)
     stat = float(((o - e) ** 2 / e).sum())
-    return ChiSquare(stat, groups - 1, chi2_sf(stat, groups - 1), groups, 0)
+    return ChiSquare(stat, groups - 1, (sf or chi2_sf)(stat, groups - 1), groups, 0)
 
 
 def holm(pvalues: npt.ArrayLike) -> npt.NDArray[np.float64]:

@@ -13,59 +13,20 @@ see a bug that gives a handful of tickets to a slot that must have none.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
-MIN_EXPECTED = 5.0
+from pp3._chisq import MIN_EXPECTED, ChiSquare, holm, merge_groups
+from pp3._chisq import pearson as _pearson
 
-
-@dataclasses.dataclass(frozen=True)
-class ChiSquare:
-    """One Pearson test: statistic, degrees of freedom, p-value, bins used, impossible draws seen."""
-
-    statistic: float
-    df: int
-    p: float
-    groups: int
-    support_violations: int
-
-
-def merge_groups(expected: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """Group label per bin (all bins must have expected > 0), by the merge rule of the module docstring."""
-    order = np.argsort(expected, kind="stable")
-    labels = np.empty(expected.size, dtype=np.int64)
-    group, acc, closed = 0, 0.0, -1
-    for i in order:
-        labels[i] = group
-        acc += float(expected[i])
-        if acc >= MIN_EXPECTED:
-            closed, group, acc = group, group + 1, 0.0
-    if acc > 0.0 and closed >= 0:  # a short last group joins the one before it
-        labels[labels == group] = closed
-    return labels
+# The Pearson machinery is the library's (pp3/_chisq.py, scipy-free); here only the p-value comes from SciPy.
+__all__ = ["MIN_EXPECTED", "ChiSquare", "holm", "independence", "merge_groups", "pearson", "power_at", "power_n50"]
 
 
 def pearson(observed: npt.ArrayLike, probs: npt.ArrayLike) -> ChiSquare:
     """Goodness of fit of bin counts to exact bin probabilities (which sum to 1), with the support check."""
-    obs = np.asarray(observed, dtype=np.int64)
-    p = np.asarray(probs, dtype=np.float64)
-    n = int(obs.sum())
-    zero = p == 0.0
-    violations = int(obs[zero].sum())
-    expected = n * p[~zero] / p[~zero].sum()
-    labels = merge_groups(expected)
-    groups = int(labels.max()) + 1 if labels.size else 0
-    if violations:
-        return ChiSquare(float("inf"), max(groups - 1, 0), 0.0, groups, violations)
-    if groups < 2:  # every draw must land in one group: nothing left to test beyond the support
-        return ChiSquare(0.0, 0, 1.0, groups, 0)
-    o = np.bincount(labels, weights=obs[~zero], minlength=groups)
-    e = np.bincount(labels, weights=expected, minlength=groups)
-    stat = float(((o - e) ** 2 / e).sum())
-    return ChiSquare(stat, groups - 1, float(sps.chi2.sf(stat, groups - 1)), groups, 0)
+    return _pearson(observed, probs, sf=lambda x, df: float(sps.chi2.sf(x, df)))
 
 
 def independence(table: npt.NDArray[np.int64]) -> ChiSquare:
@@ -79,19 +40,6 @@ def independence(table: npt.NDArray[np.int64]) -> ChiSquare:
         return ChiSquare(0.0, 0, 1.0, t.size, 0)
     res = sps.chi2_contingency(t, correction=False)
     return ChiSquare(float(res.statistic), int(res.dof), float(res.pvalue), t.size, 0)
-
-
-def holm(pvalues: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Holm-adjusted p-values: reject the hypotheses whose adjusted p is <= the family-wise alpha."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m, dtype=np.float64)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * float(p[i])))
-        adjusted[i] = running
-    return adjusted
 
 
 def power_at(q: npt.ArrayLike, p: npt.ArrayLike, n: int, alpha: float) -> float:
