@@ -14,9 +14,9 @@ import numpy.typing as npt
 import pytest
 
 from pp3.reference import order, philox, tickets
-from pp3.reference._constants import DOMAIN_PROPOSAL, TICKETS
 from proptests._harness import MARKS, Out, count_mismatches, run_kernel, run_reference
 from proptests.strategies import U64_MAX, Case, make_case
+from tools.mutants import largest_remainder, remainder_to_lowest_id, uniform_low_bits
 
 pytestmark = MARKS
 
@@ -46,27 +46,6 @@ _ALLOCATE = tickets.allocate
 _BLOCK = philox.block
 
 
-def _largest_remainder(w: npt.NDArray[np.float64], rank0_slot: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Hamilton's method (SPEC.md §5.2 rejects it): one extra ticket to each of the R largest fractional parts."""
-    q = (w * np.float64(TICKETS)) / tickets.pairwise_sum(w)[:, None]
-    c = np.floor(q).astype(np.int64)
-    rem = TICKETS - c.sum(axis=1)
-    by_fraction = np.argsort(-(q - c), axis=1, kind="stable")
-    for r in range(c.shape[0]):
-        c[r, by_fraction[r, : rem[r]]] += 1
-    return c
-
-
-def _uniform_low_bits(seed: Any, round_: Any, position: Any) -> npt.NDArray[np.uint64]:
-    """The low 24 bits of w0 instead of the top 24 (§8)."""
-    return philox.block(seed, round_, position, DOMAIN_PROPOSAL)[:, 0] & np.uint64(0xFFFFFF)
-
-
-def _remainder_to_slot0(w: npt.NDArray[np.float64], rank0_slot: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The R leftover tickets to the lowest-ID slot instead of the rank-0 slot (§5.6)."""
-    return _ALLOCATE(w, np.zeros_like(rank0_slot))
-
-
 def _signed_zeros_unequal(x: npt.NDArray[np.float32]) -> npt.NDArray[np.uint32]:
     """okey without replacing -0.0 by +0.0, so +0.0 outranks -0.0 (§4.1)."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32)
@@ -84,9 +63,9 @@ def _counter_swapped(seed: Any, round_: Any, position: Any, domain: int) -> npt.
 
 
 MUTANTS: dict[str, tuple[Any, str, Callable[..., Any]]] = {
-    "largest_remainder_allocation": (tickets, "allocate", _largest_remainder),
-    "uniform_from_low_24_bits": (philox, "proposal_uniform", _uniform_low_bits),
-    "remainder_to_lowest_id_slot": (tickets, "allocate", _remainder_to_slot0),
+    "largest_remainder_allocation": (tickets, "allocate", largest_remainder),
+    "uniform_from_low_24_bits": (philox, "proposal_uniform", uniform_low_bits),
+    "remainder_to_lowest_id_slot": (tickets, "allocate", remainder_to_lowest_id),
     "signed_zeros_unequal": (order, "order_value_key", _signed_zeros_unequal),
     "ties_to_higher_id": (order, "order_key", _ties_to_higher_id),
     "philox_counter_swapped": (philox, "block", _counter_swapped),

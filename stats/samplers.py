@@ -27,8 +27,9 @@ from unittest import mock
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, TICKETS, Proposal, philox, tickets
+from pp3.reference import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, Proposal, philox, tickets
 from pp3.reference._constants import TICKET_BITS
+from tools.mutants import draw_off_by_one, largest_remainder, remainder_to_lowest_id
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -180,34 +181,6 @@ class Composed:
 # --- the planted bugs ----------------------------------------------------------------------------------------------
 
 
-def _draw_off_by_one(tix: I64, u: U64) -> I64:
-    """Draw rule with ``u <= C_j`` instead of ``u < C_j`` (searchsorted 'left' instead of 'right')."""
-    cum = np.cumsum(tix, axis=-1)
-    return np.asarray((cum < u.astype(np.int64)[:, None]).sum(axis=-1), dtype=np.int64)
-
-
-def _allocate_largest_remainder(w: npt.NDArray[np.float64], rank0_slot: I64) -> I64:
-    """Hamilton: floor counts, then one ticket each to the R slots with the largest fractional parts."""
-    s = tickets.pairwise_sum(w)
-    q = (w * np.float64(TICKETS)) / s[:, None]
-    c = np.floor(q).astype(np.int64)
-    frac = np.where(w > 0, q - c, -1.0)  # empty and zero-weight slots never get a ticket
-    remainder = TICKETS - c.sum(axis=-1)
-    for r in range(c.shape[0]):
-        order = np.argsort(-frac[r], kind="stable")
-        eligible = order[frac[r][order] >= 0][: remainder[r]]
-        c[r, eligible] += 1
-        c[r, rank0_slot[r]] += remainder[r] - eligible.size
-    return c
-
-
-def _allocate_lowest_id(w: npt.NDArray[np.float64], rank0_slot: I64) -> I64:
-    """Floor-first, but the remainder goes to slot 0 (the lowest ID) instead of the rank-0 slot."""
-    c = tickets.floor_counts(w)
-    c[:, 0] += TICKETS - c.sum(axis=-1)
-    return c
-
-
 def _drop_lowest_bit(u: U64) -> U64:
     """A 23-bit uniform: u = (w0 >> 41) << 1."""
     return (u >> np.uint64(1)) << np.uint64(1)
@@ -228,9 +201,9 @@ def _seed_lsb_ignored(seed: U64, round_: U64, position: U64) -> tuple[U64, U64, 
 def mutants() -> list[Composed]:
     """The planted bugs. The first five are the issue's; the last four give the remaining audits a target."""
     return [
-        Composed("off-by-one", "draw takes the first slot with u <= C_j (not u < C_j)", draw_slot=_draw_off_by_one),
-        Composed("largest-remainder", "remainder by largest fractional part", allocate=_allocate_largest_remainder),
-        Composed("remainder-lowest-id", "remainder to slot 0 (lowest ID), not rank 0", allocate=_allocate_lowest_id),
+        Composed("off-by-one", "draw takes the first slot with u <= C_j (not u < C_j)", draw_slot=draw_off_by_one),
+        Composed("largest-remainder", "remainder by largest fractional part", allocate=largest_remainder),
+        Composed("remainder-lowest-id", "remainder to slot 0 (lowest ID), not rank 0", allocate=remainder_to_lowest_id),
         Composed("uniform-23bit", "u = (w0 >> 41) << 1: a 23-bit uniform", stream=Stream(post=_drop_lowest_bit)),
         Composed("counter-reuse", "counter (0, position): rounds reuse it", stream=Stream(counter_map=_round_ignored)),
         Composed("position-lsb", "counter (round, position & ~1)", stream=Stream(counter_map=_position_lsb_ignored)),

@@ -11,54 +11,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from pp3.reference import TICKETS
 from tests import test_clauses
 from tools.golden_io import GOLDEN_FILE, count_mismatching_rows, load_golden
+from tools.mutants import draw_off_by_one, largest_remainder, left_fold_sum, remainder_to_lowest_id, uniform_low_bits
 
 tickets_mod = importlib.import_module("pp3.reference.tickets")
 philox_mod = importlib.import_module("pp3.reference.philox")
 CASES = load_golden(GOLDEN_FILE)
 I64 = npt.NDArray[np.int64]
-
-
-def largest_remainder(w: npt.NDArray[np.float64], rank0_slot: I64) -> I64:
-    """Hamilton: floor counts, then one ticket each to the R slots with the largest fractional parts of
-    w * 2^24 / S (ties to the lower slot) — the alternative SPEC.md §5.2 rejects."""
-    s = tickets_mod.pairwise_sum(w)
-    q = (w * float(TICKETS)) / s[:, None]
-    c = np.floor(q).astype(np.int64)
-    frac = q - np.floor(q)
-    rem = TICKETS - c.sum(axis=1)
-    for r in range(c.shape[0]):
-        order = np.argsort(-frac[r], kind="stable")  # largest fraction first, lower slot first among equals
-        c[r, order[: rem[r]]] += 1
-    return c
-
-
-def remainder_to_slot0(w: npt.NDArray[np.float64], rank0_slot: I64) -> I64:
-    """Floor-first, but the remainder goes to the lowest-ID slot (slot 0) instead of the rank-0 slot."""
-    c = tickets_mod.floor_counts(w)
-    c[:, 0] += TICKETS - c.sum(axis=1)
-    return c
-
-
-def uniform_low_bits(seed: Any, round_: Any, position: Any) -> Any:
-    """u from the low 24 bits of word 0 instead of the top 24."""
-    return philox_mod.block(seed, round_, position, philox_mod.DOMAIN_PROPOSAL)[:, 0] & np.uint64(0xFFFFFF)
-
-
-def draw_with_le(tickets: I64, u: npt.NDArray[np.uint64]) -> I64:
-    """Off by one: the first slot with u <= C_j (instead of u < C_j)."""
-    cum = np.cumsum(tickets, axis=-1)
-    return np.asarray((cum < u.astype(np.int64)[:, None]).sum(axis=-1), dtype=np.int64)
-
-
-def left_fold_sum(w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """S as a left-to-right sum over the slots instead of the pairwise tree."""
-    s = np.zeros(w.shape[:-1], dtype=np.float64)
-    for j in range(w.shape[-1]):
-        s = s + w[..., j]
-    return s
 
 
 def strided8_sum(w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -69,9 +29,9 @@ def strided8_sum(w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 MUTANTS: dict[str, tuple[Any, str, Callable[..., Any]]] = {
     "largest_remainder": (tickets_mod, "allocate", largest_remainder),
-    "remainder_to_lowest_id_slot": (tickets_mod, "allocate", remainder_to_slot0),
+    "remainder_to_lowest_id_slot": (tickets_mod, "allocate", remainder_to_lowest_id),
     "u_from_low_24_bits": (philox_mod, "proposal_uniform", uniform_low_bits),
-    "draw_le_off_by_one": (tickets_mod, "draw_slot", draw_with_le),
+    "draw_le_off_by_one": (tickets_mod, "draw_slot", draw_off_by_one),
     "left_fold_sum": (tickets_mod, "pairwise_sum", left_fold_sum),
     "strided8_sum": (tickets_mod, "pairwise_sum", strided8_sum),
 }
