@@ -7,6 +7,7 @@
 #   expf      exhaustive device exponential (≈20 s)
 #   props     Hypothesis proptests, profile gpu
 #   stats     python -m stats --device cuda (≥ 10^7 draws per vector)
+#   stages    python -m bench.stages: per-stage latency of the selector's helpers (≈1 min)
 #   bench     python -m bench (BENCH_B, BENCH_D, BENCH_TILES, BENCH_WARPS, BENCH_TIMEOUT)
 #   accept    tools/accept_gpu.py and the end-to-end audit with the Triton verifier
 # Logs go to $OUT (the device tool brings them back). Each step has its own timeout.
@@ -47,6 +48,7 @@ PY
     bench)
       timeout "${BENCH_TIMEOUT:-420}" python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} \
         --tiles ${BENCH_TILES:-} --warps ${BENCH_WARPS:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
+    stages) timeout 300 python3 -m bench.stages 2>&1 | tee "$OUT/stages.log" | tail -30 ;;
     accept)
       timeout 300 python3 tools/accept_gpu.py 2>&1 | tee "$OUT/accept_gpu.log" | tail -20
       DSPARK_SAMPLED_TOP32=1 timeout 250 python3 -m pp3 audit-e2e --device cuda --verifier triton --n 1000000 \
