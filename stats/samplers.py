@@ -119,8 +119,24 @@ class _Override:
         return getattr(self._module, name)
 
 
+class _SlotCache:
+    """``slots(row, tau)``: the (ids, tickets) a sampler gives one row, computed once per row and tau."""
+
+    _slots: dict[tuple[bytes, str, float], tuple[I64, I64]]
+
+    def propose(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def slots(self, row: npt.NDArray[np.floating], tau: float) -> tuple[I64, I64]:
+        k = (row.tobytes(), row.dtype.str, tau)
+        if k not in self._slots:
+            out = self.propose(row[None], np.float32(1.0), 0, 0, 0, tau)
+            self._slots[k] = (out.ids[0].astype(np.int64), out.tickets[0].astype(np.int64))
+        return self._slots[k]
+
+
 @dataclasses.dataclass(frozen=True)
-class Composed:
+class Composed(_SlotCache):
     """The reference selector with at most one planted bug (``bug`` says which; empty for the reference)."""
 
     name: str = "reference"
@@ -156,13 +172,6 @@ class Composed:
             temp = np.where(temp == 0, np.float32(1.0), temp)
         with self._patched():
             return _PROPOSE.propose(logits, temp, seed, round_, position, tau=tau)
-
-    def slots(self, row: npt.NDArray[np.floating], tau: float) -> tuple[I64, I64]:
-        k = (row.tobytes(), row.dtype.str, tau)
-        if k not in self._slots:
-            out = self.propose(row[None], np.float32(1.0), 0, 0, 0, tau)
-            self._slots[k] = (out.ids[0].astype(np.int64), out.tickets[0].astype(np.int64))
-        return self._slots[k]
 
     def uniform(self, keys: Keys) -> U64:
         return self.stream(keys.seed, keys.round, keys.position)
@@ -223,7 +232,7 @@ class KernelOutput(Protocol):
     tickets: Any
 
 
-class KernelSampler:
+class KernelSampler(_SlotCache):
     """``pp3.kernels.propose`` (torch tensors in and out) behind the sampler interface."""
 
     nbits = 5  # the kernel shows tokens only: the slot drawn from UNIFORM32_ROW is u >> 19
@@ -267,13 +276,6 @@ class KernelSampler:
             ids=out.ids.cpu().numpy().astype(np.int32),
             tickets=out.tickets.cpu().numpy().astype(np.int32),
         )
-
-    def slots(self, row: npt.NDArray[np.floating], tau: float) -> tuple[I64, I64]:
-        k = (row.tobytes(), row.dtype.str, tau)
-        if k not in self._slots:
-            out = self.propose(row[None], np.float32(1.0), 0, 0, 0, tau)
-            self._slots[k] = (out.ids[0].astype(np.int64), out.tickets[0].astype(np.int64))
-        return self._slots[k]
 
     def case_draws(self, row: npt.NDArray[np.floating], tau: float, keys: Keys) -> Draws:
         torch = self._torch
