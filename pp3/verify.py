@@ -143,22 +143,36 @@ def run_case(case: Case, device: Any) -> tuple[Proposal, Proposal, dict[str, int
 
 
 def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
-    """Worker: rebuild the rows from their seeds (``hashed_rows``) and run the reference."""
-    from pp3.cases import hashed_rows
+    """Worker: the reference on rows [lo, hi) of a batch that the parent copied from the GPU into shared memory."""
+    from multiprocessing import shared_memory
+
     from pp3.reference import propose
 
-    row_seed, v, temp, seed, rnd, pos = args
-    return propose(hashed_rows(row_seed, v), temp, seed, rnd, pos)
+    name, shape, lo, hi, temp, seed, rnd, pos = args
+    try:
+        shm = shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]  # Python >= 3.13
+    except TypeError:  # older Pythons register every attach with the resource tracker: undo it (the parent owns it)
+        from multiprocessing import resource_tracker
+
+        shm = shared_memory.SharedMemory(name=name)
+        resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
+    try:
+        x = np.ndarray(shape, dtype=np.float32, buffer=shm.buf)[lo:hi].copy()  # no view may outlive close()
+    finally:
+        shm.close()
+    return propose(x, temp, seed, rnd, pos)
 
 
 def bulk(
     table: Table, n_rows: int, v: int, batch: int, first_failure: list[Path], device: Any, bulk_seed: int = 0
 ) -> None:
-    """The >= 10^6-row GPU suite. Rows are defined by integer hashing of a per-row seed, so the GPU builds them
-    itself (``hashed_rows_torch``) and a process pool rebuilds them for the reference: only seeds and outputs
-    cross the bus. The first batch's rows are also compared bit for bit with the CPU's."""
+    """The >= 10^6-row GPU suite. Rows are defined by integer hashing of a per-row seed (``hashed_rows_torch``),
+    built on the GPU, run through the kernels, copied once into shared memory, and checked by a process pool
+    running the reference on slices of it. The first batch's rows are also compared bit for bit with the CPU's
+    ``hashed_rows``, so a failure can be replayed from the row seeds alone."""
     import concurrent.futures
     import multiprocessing
+    from multiprocessing import shared_memory
 
     import torch
 
@@ -166,50 +180,60 @@ def bulk(
     from pp3.kernels import propose as k_propose
 
     workers = max(1, (os.cpu_count() or 2) - 1)
-    chunk = max(1, batch // workers)
+    chunk = max(1, -(-batch // workers))
     rng = np.random.default_rng(20261130 + bulk_seed)  # distinct --bulk-seed values give disjoint-in-practice rows
     temp_pool = np.array([1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0], dtype=np.float32)
-    pending: list[tuple[list[Any], Proposal, tuple[np.ndarray[Any, Any], ...]]] = []
+    Pending = tuple[list[Any], Proposal, tuple[np.ndarray[Any, Any], ...], Any]
+    pending: list[Pending] = []
     t0 = time.perf_counter()
     done = 0
+    last_print = 0
 
     def settle() -> None:
-        nonlocal done
-        futs, got, keys = pending.pop(0)
+        nonlocal done, last_print
+        futs, got, keys, shm = pending.pop(0)
         parts = [f.result() for f in futs]
         ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))
         mism = compare(ref, got)
         table.add("bulk", got.status.shape[0], mism, 0.0)
         if any(mism.values()) and not first_failure:
             row_seed, temp, seed, rnd, pos = keys
-            case = Case("bulk", "float32", hashed_rows(row_seed, v), temp, seed, rnd, pos)
-            first_failure.append(dump_failure(case, ref, got))
+            x = np.ndarray((row_seed.size, v), dtype=np.float32, buffer=shm.buf).copy()
+            first_failure.append(dump_failure(Case("bulk", "float32", x, temp, seed, rnd, pos), ref, got))
+        shm.close()
+        shm.unlink()
         done += got.status.shape[0]
-        if done % (batch * 100) == 0 or done >= n_rows:
+        if done - last_print >= 50_000 or done >= n_rows:
+            last_print = done
             el = time.perf_counter() - t0
             print(f"  bulk: {done}/{n_rows} rows, {table.mismatches()} mismatches, {el:.0f} s", flush=True)
 
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         for it in range((n_rows + batch - 1) // batch):
-            row_seed = rng.integers(0, 1 << 63, size=batch, dtype=np.uint64)
-            temp = temp_pool[rng.integers(0, temp_pool.size, size=batch)]
-            seed, rnd, pos = (rng.integers(0, 1 << 64, size=batch, dtype=np.uint64) for _ in range(3))
+            n = min(batch, n_rows - it * batch)
+            row_seed = rng.integers(0, 1 << 63, size=n, dtype=np.uint64)
+            temp = temp_pool[rng.integers(0, temp_pool.size, size=n)]
+            seed, rnd, pos = (rng.integers(0, 1 << 64, size=n, dtype=np.uint64) for _ in range(3))
             keys = (row_seed, temp, seed, rnd, pos)
             dev = [torch.from_numpy(a.view(np.int64) if a.dtype == np.uint64 else a).to(device) for a in keys]
             x = hashed_rows_torch(dev[0], v)
             if it == 0:
-                cpu_rows = hashed_rows(row_seed, v).view(np.uint32)
-                if not np.array_equal(x.cpu().numpy().view(np.uint32), cpu_rows):
-                    raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; the bulk suite is void")
+                cpu_rows = hashed_rows(row_seed[:8], v).view(np.uint32)
+                if not np.array_equal(x[:8].cpu().numpy().view(np.uint32), cpu_rows):
+                    raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
             out = k_propose(x, dev[1], dev[2], dev[3], dev[4])
             got = Proposal(*(getattr(out, f).cpu().numpy() for f in FIELDS))
+            shm = shared_memory.SharedMemory(create=True, size=n * v * 4)
+            torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
             futs = [
-                pool.submit(_bulk_reference, (row_seed[r : r + chunk], v, *(k[r : r + chunk] for k in keys[1:])))
-                for r in range(0, batch, chunk)
+                pool.submit(
+                    _bulk_reference, (shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:]))
+                )
+                for r in range(0, n, chunk)
             ]
-            pending.append((futs, got, keys))
-            if len(pending) > 2 * workers:
+            pending.append((futs, got, keys, shm))
+            if len(pending) > 3:
                 settle()
         while pending:
             settle()
@@ -269,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {i + 1}/{len(all_cases)} {case.name}: {el:.1f} s, {table.mismatches()} mismatches", flush=True)
     bulk_rows = args.bulk_rows if args.bulk_rows is not None else (1_000_000 if device.type == "cuda" else 0)
     if bulk_rows:
-        bulk(table, bulk_rows, args.bulk_vocab, 256, first_failure, device, args.bulk_seed)
+        bulk(table, bulk_rows, args.bulk_vocab, 1024, first_failure, device, args.bulk_seed)
 
     if args.json:
         print(json.dumps(table.rows, indent=1))

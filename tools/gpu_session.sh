@@ -3,13 +3,14 @@
 # usage (device tool, repository root): bash tools/gpu_session.sh STEP [STEP ...]
 #   env       versions, driver, packages
 #   verify    python -m pp3.verify --full (104 cases) and the PTX audit of the kernels actually launched
-#   bulk N S  N bulk rows at V=163840 with --bulk-seed S (≈1,250 rows/s on 16 cores: 350000 fits one call)
+#   bulk N S  N bulk rows at V=163840 with --bulk-seed S (rows copied to shared memory, reference in a process pool)
 #   expf      exhaustive device exponential (≈20 s)
 #   props     Hypothesis proptests, profile gpu
 #   stats     python -m stats --device cuda (≥ 10^7 draws per vector)
 #   stages    python -m bench.stages: per-stage latency of the selector's helpers (≈1 min)
 #   bench     python -m bench (BENCH_B, BENCH_D, BENCH_TILES, BENCH_WARPS, BENCH_TIMEOUT)
 #   accept    tools/accept_gpu.py and the end-to-end audit with the Triton verifier
+#   pack      tar everything under $OUT into one file (the device tool brings back at most 8 files)
 # Logs go to $OUT (the device tool brings them back). Each step has its own timeout.
 set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -38,21 +39,22 @@ PY
       ;;
     bulk)
       n="$1"; seed="$2"; shift 2
-      timeout 560 python3 -m pp3.verify --full --bulk-only --bulk-rows "$n" --bulk-seed "$seed" 2>&1 \
+      timeout "${BULK_TIMEOUT:-560}" python3 -m pp3.verify --full --bulk-only --bulk-rows "$n" --bulk-seed "$seed" 2>&1 \
         | tee "$OUT/bulk_$seed.log" | tail -6 ;;
     expf) timeout 200 python3 tools/gpu_expf_audit.py 2>&1 | tee "$OUT/expf_audit.log" | tail -4 ;;
     props)
       HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-400}" python3 -m pytest -q proptests -p no:cacheprovider 2>&1 \
         | tee "$OUT/props.log" | tail -6 ;;
-    stats) timeout "${STATS_TIMEOUT:-500}" python3 -m stats --device cuda --out "$OUT" 2>&1 | tee "$OUT/stats.log" | tail -40 ;;
+    stats) timeout "${STATS_TIMEOUT:-500}" python3 -m stats --quick --device cuda --out "$OUT" 2>&1 | tee "$OUT/stats.log" | tail -40 ;;
     bench)
       timeout "${BENCH_TIMEOUT:-420}" python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} \
         --tiles ${BENCH_TILES:-} --warps ${BENCH_WARPS:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
-    stages) timeout 300 python3 -m bench.stages 2>&1 | tee "$OUT/stages.log" | tail -30 ;;
+    stages) timeout "${STAGES_TIMEOUT:-300}" python3 -m bench.stages 2>&1 | tee "$OUT/stages.log" | tail -30 ;;
     accept)
       timeout 300 python3 tools/accept_gpu.py 2>&1 | tee "$OUT/accept_gpu.log" | tail -20
       DSPARK_SAMPLED_TOP32=1 timeout 250 python3 -m pp3 audit-e2e --device cuda --verifier triton --n 1000000 \
         --mutant-n 100000 2>&1 | tee "$OUT/e2e_gpu.log" | tail -20 ;;
+    pack) (cd "$OUT" && tar czf "results_$(date +%H%M%S).tgz" --remove-files --exclude='*.tgz' -- * 2>/dev/null; ls -la) ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done
