@@ -151,11 +151,8 @@ def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
     name, shape, lo, hi, temp, seed, rnd, pos = args
     try:
         shm = shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]  # Python >= 3.13
-    except TypeError:  # older Pythons register every attach with the resource tracker: undo it (the parent owns it)
-        from multiprocessing import resource_tracker
-
+    except TypeError:  # older Pythons register the attach with the parent's tracker: a no-op (a set), kept as is
         shm = shared_memory.SharedMemory(name=name)
-        resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
     try:
         x = np.ndarray(shape, dtype=np.float32, buffer=shm.buf)[lo:hi].copy()  # no view may outlive close()
     finally:
@@ -179,12 +176,17 @@ def bulk(
     from pp3.cases import hashed_rows, hashed_rows_torch
     from pp3.kernels import propose as k_propose
 
+    batch = min(batch, n_rows)
     workers = max(1, (os.cpu_count() or 2) - 1)
     chunk = max(1, -(-batch // workers))
     rng = np.random.default_rng(20261130 + bulk_seed)  # distinct --bulk-seed values give disjoint-in-practice rows
     temp_pool = np.array([1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0], dtype=np.float32)
     Pending = tuple[list[Any], Proposal, tuple[np.ndarray[Any, Any], ...], Any]
     pending: list[Pending] = []
+    depth = 3  # batches in flight; a ring of depth + 1 shared buffers, each touched once (fresh pages are slow)
+    ring = [shared_memory.SharedMemory(create=True, size=batch * v * 4) for _ in range(depth + 1)]
+    for buf in ring:
+        np.ndarray((batch * v,), dtype=np.float32, buffer=buf.buf).fill(0.0)
     t0 = time.perf_counter()
     done = 0
     last_print = 0
@@ -200,43 +202,46 @@ def bulk(
             row_seed, temp, seed, rnd, pos = keys
             x = np.ndarray((row_seed.size, v), dtype=np.float32, buffer=shm.buf).copy()
             first_failure.append(dump_failure(Case("bulk", "float32", x, temp, seed, rnd, pos), ref, got))
-        shm.close()
-        shm.unlink()
         done += got.status.shape[0]
         if done - last_print >= 50_000 or done >= n_rows:
             last_print = done
             el = time.perf_counter() - t0
             print(f"  bulk: {done}/{n_rows} rows, {table.mismatches()} mismatches, {el:.0f} s", flush=True)
 
-    ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        for it in range((n_rows + batch - 1) // batch):
-            n = min(batch, n_rows - it * batch)
-            row_seed = rng.integers(0, 1 << 63, size=n, dtype=np.uint64)
-            temp = temp_pool[rng.integers(0, temp_pool.size, size=n)]
-            seed, rnd, pos = (rng.integers(0, 1 << 64, size=n, dtype=np.uint64) for _ in range(3))
-            keys = (row_seed, temp, seed, rnd, pos)
-            dev = [torch.from_numpy(a.view(np.int64) if a.dtype == np.uint64 else a).to(device) for a in keys]
-            x = hashed_rows_torch(dev[0], v)
-            if it == 0:
-                cpu_rows = hashed_rows(row_seed[:8], v).view(np.uint32)
-                if not np.array_equal(x[:8].cpu().numpy().view(np.uint32), cpu_rows):
-                    raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
-            out = k_propose(x, dev[1], dev[2], dev[3], dev[4])
-            got = Proposal(*(getattr(out, f).cpu().numpy() for f in FIELDS))
-            shm = shared_memory.SharedMemory(create=True, size=n * v * 4)
-            torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
-            futs = [
-                pool.submit(
-                    _bulk_reference, (shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:]))
-                )
-                for r in range(0, n, chunk)
-            ]
-            pending.append((futs, got, keys, shm))
-            if len(pending) > 3:
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            for it in range((n_rows + batch - 1) // batch):
+                n = min(batch, n_rows - it * batch)
+                row_seed = rng.integers(0, 1 << 63, size=n, dtype=np.uint64)
+                temp = temp_pool[rng.integers(0, temp_pool.size, size=n)]
+                seed, rnd, pos = (rng.integers(0, 1 << 64, size=n, dtype=np.uint64) for _ in range(3))
+                keys = (row_seed, temp, seed, rnd, pos)
+                dev = [torch.from_numpy(a.view(np.int64) if a.dtype == np.uint64 else a).to(device) for a in keys]
+                x = hashed_rows_torch(dev[0], v)
+                if it == 0:
+                    cpu_rows = hashed_rows(row_seed[:8], v).view(np.uint32)
+                    if not np.array_equal(x[:8].cpu().numpy().view(np.uint32), cpu_rows):
+                        raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
+                out = k_propose(x, dev[1], dev[2], dev[3], dev[4])
+                got = Proposal(*(getattr(out, f).cpu().numpy() for f in FIELDS))
+                if len(pending) >= depth:
+                    settle()  # frees the buffer this batch reuses
+                shm = ring[it % len(ring)]
+                torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
+                futs = [
+                    pool.submit(
+                        _bulk_reference, (shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:]))
+                    )
+                    for r in range(0, n, chunk)
+                ]
+                pending.append((futs, got, keys, shm))
+            while pending:
                 settle()
-        while pending:
-            settle()
+    finally:
+        for buf in ring:
+            buf.close()
+            buf.unlink()
     table.rows["bulk"]["time_s"] = time.perf_counter() - t0
 
 

@@ -1,0 +1,55 @@
+"""The bulk suite of ``make verify`` (the GPU's >= 10^6 random rows) must see a wrong kernel output.
+
+The kernels are replaced by the reference plus a planted bug, so this runs in a second on the CPU; the real
+kernels go through the same code on the GPU.
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import pp3.kernels
+import pp3.reference as ref
+from pp3 import verify
+
+
+def _reference_kernel(flip_row: int | None) -> Any:
+    def propose(x: torch.Tensor, temp: torch.Tensor, seed: Any, rnd: Any, pos: Any) -> Any:
+        u64 = [t.numpy().view(np.uint64) for t in (seed, rnd, pos)]
+        out = ref.propose(x.numpy(), temp.numpy(), *u64)
+        token = out.token.copy()
+        if flip_row is not None:
+            token[flip_row] ^= 1  # the planted bug: one row's token is off
+        return types.SimpleNamespace(
+            status=torch.from_numpy(out.status),
+            token=torch.from_numpy(token),
+            ids=torch.from_numpy(out.ids),
+            tickets=torch.from_numpy(out.tickets),
+        )
+
+    return propose
+
+
+@pytest.mark.parametrize("flip_row", [None, 5])
+def test_bulk_counts_rows_and_catches_a_wrong_token(
+    flip_row: int | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(pp3.kernels, "propose", _reference_kernel(flip_row))
+    monkeypatch.setattr(verify, "FAIL_DIR", tmp_path)
+    table = verify.Table()
+    failures: list[Path] = []
+    verify.bulk(table, 24, 300, 16, failures, torch.device("cpu"), bulk_seed=3)
+    assert table.rows["bulk"]["rows"] == 24
+    if flip_row is None:
+        assert table.mismatches() == 0 and not failures
+    else:
+        assert table.rows["bulk"]["token"] == 2 and table.mismatches() == 2  # row 5 of each of the 2 batches
+        assert failures and failures[0].exists()
+        dumped = np.load(failures[0])
+        assert dumped["logits"].shape == (16, 300)
