@@ -51,8 +51,8 @@ PY
         --tiles ${BENCH_TILES:-} --warps ${BENCH_WARPS:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
     stages) timeout "${STAGES_TIMEOUT:-300}" python3 -m bench.stages 2>&1 | tee "$OUT/stages.log" | tail -30 ;;
     accept)
-      timeout 300 python3 tools/accept_gpu.py 2>&1 | tee "$OUT/accept_gpu.log" | tail -20
-      DSPARK_SAMPLED_TOP32=1 timeout 250 python3 -m pp3 audit-e2e --device cuda --verifier triton --n 1000000 \
+      timeout "${ACCEPT_TIMEOUT:-300}" python3 tools/accept_gpu.py 2>&1 | tee "$OUT/accept_gpu.log" | tail -20
+      DSPARK_SAMPLED_TOP32=1 timeout "${E2E_TIMEOUT:-250}" python3 -m pp3 audit-e2e --device cuda --verifier triton --n 1000000 \
         --mutant-n 100000 2>&1 | tee "$OUT/e2e_gpu.log" | tail -20 ;;
     pack) (cd "$OUT" && tar czf "results_$(date +%H%M%S).tgz" --remove-files --exclude='*.tgz' -- * 2>/dev/null; ls -la) ;;
     *) echo "unknown step $s"; exit 2 ;;
