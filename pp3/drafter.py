@@ -89,24 +89,22 @@ def greedy_select(shards: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.T
     +0.0 compare equal), so ties go to the lower ID within a shard; across shards the first shard holding the
     maximum wins (``torch.max`` over the stacked shard maxima), i.e. the lower ID again. No host synchronisation.
     """
-    maxima, index, nan, pinf, fin = [], [], [], [], []
+    maxima, index = [], []
     offset = 0
     for s in shards:
-        x = s.float()  # fp16 / bf16 -> fp32 is exact
-        v, i = torch.max(x, dim=1)
-        maxima.append(v)
+        v, i = torch.max(s, dim=1)  # one pass per shard, in the logits' own dtype (comparisons are exact)
+        maxima.append(v.float())  # fp16 / bf16 -> fp32 is exact
         index.append(i + offset)
-        nan.append(torch.isnan(x).any(dim=1))
-        pinf.append((x == float("inf")).any(dim=1))
-        fin.append(torch.isfinite(x).any(dim=1))
         offset += s.shape[1]
     vals = torch.stack(maxima, dim=1)
+    # torch.max propagates NaN, so a shard's maximum alone tells the row's class (§3, in precedence order): NaN if
+    # the shard holds a NaN, else +inf if it holds a +inf, else -inf iff every entry is -inf (zero mass).
+    any_nan = torch.isnan(vals).any(1)
+    any_pinf = (vals == float("inf")).any(1)
+    any_fin = torch.isfinite(vals).any(1)
     # NaN rows fail below; zero their maxima so the shard choice stays defined (infinities are kept as they are).
     which = torch.max(torch.where(torch.isnan(vals), 0.0, vals), dim=1).indices
     token = torch.gather(torch.stack(index, dim=1), 1, which[:, None])[:, 0]
-    any_nan = torch.stack(nan, 1).any(1)
-    any_pinf = torch.stack(pinf, 1).any(1)
-    any_fin = torch.stack(fin, 1).any(1)
     status = torch.where(
         any_nan,
         int(Status.NAN_LOGIT),
