@@ -157,6 +157,21 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
 
         return make
 
+    def pp3_no_pdl(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+        def step() -> None:  # the launch attribute is fixed when the graph is captured
+            saved = os.environ.get("PP3_PDL")
+            os.environ["PP3_PDL"] = "0"
+            try:
+                for d, x in enumerate(xs):
+                    propose(x, k["temp"], k["seed"], k["round"], k["pos"][d])
+            finally:
+                if saved is None:
+                    del os.environ["PP3_PDL"]
+                else:
+                    os.environ["PP3_PDL"] = saved
+
+        return step
+
     def pp3_greedy(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
         def step() -> None:
             for d, x in enumerate(xs):
@@ -210,6 +225,7 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
         out[f"pp3 sampled warps={w1},{w2}"] = pp3_warps(w1, w2)
     out.update(
         {
+            "pp3 sampled, no PDL": pp3_no_pdl,
             "pp3 greedy (T0)": pp3_greedy,
             "pp3 launch 1 only": pp3_launch1,
             "pp3 launch 2 only": pp3_launch2,
@@ -218,21 +234,41 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
             "torch topk+softmax+sample": torch_topk_softmax_sample,
         }
     )
+    baseline = os.environ.get("PP3_BENCH_BASELINE")  # a folder holding an older copy as package pp3_baseline
+    if baseline:
+        sys.path.insert(0, baseline)
+        from pp3_baseline.kernels import select as base  # type: ignore[import-not-found]
+
+        def pp3_baseline(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            def step() -> None:
+                for d, x in enumerate(xs):
+                    base.propose(x, k["temp"], k["seed"], k["round"], k["pos"][d])
+
+            return step
+
+        out[f"pp3 baseline {os.environ.get('PP3_BENCH_BASELINE_NAME', '')}".strip()] = pp3_baseline
     return out
 
 
 def flashinfer_impl() -> tuple[Callable[[list[Any], dict[str, Any]], Callable[[], Any]] | None, str]:
+    if os.environ.get("PP3_BENCH_NO_FLASHINFER") == "1":
+        return None, os.environ.get("PP3_BENCH_FLASHINFER_NOTE", "flashinfer skipped (PP3_BENCH_NO_FLASHINFER=1)")
     try:
         import flashinfer  # type: ignore[import-not-found]
     except Exception as e:
         return None, f"flashinfer not importable on the device machine: {e.__class__.__name__}: {e}"
 
+    sampling = flashinfer.sampling
+
     def fi(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
         def step() -> None:
             for x in xs:
-                flashinfer.sampling.top_k_sampling_from_probs(
-                    __import__("torch").softmax(x.float() / 0.7, dim=-1), 32, deterministic=True
-                )
+                if hasattr(sampling, "top_k_sampling_from_logits"):
+                    sampling.top_k_sampling_from_logits(x.float() / 0.7, 32, deterministic=True)
+                else:
+                    sampling.top_k_sampling_from_probs(
+                        __import__("torch").softmax(x.float() / 0.7, dim=-1), 32, deterministic=True
+                    )
 
         return step
 
@@ -284,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     impls = implementations([None, *args.tiles])
     fi, fi_note = flashinfer_impl()
     if fi is not None:
-        impls["flashinfer top-k sampling"] = fi
+        version = getattr(__import__("flashinfer"), "__version__", "?")
+        impls[f"flashinfer {version} top-k sampling"] = fi
     if args.impl:
         impls = {k: v for k, v in impls.items() if k in args.impl}
     for v in args.vocab:

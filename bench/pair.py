@@ -251,14 +251,27 @@ def step_parity(ctx: Rank) -> None:
             for f in FIELDS:
                 acc[f] += mism[f]
             if any(mism.values()) and len(first) < 4:
-                first.append({
-                    "impl": key, "batch_seed": 1000 + i, "B": b, "mismatching_rows": mism, "rows": bad_rows,
-                    "replay": f"parity_batch({1000 + i}, {b}, {v}, {bounds}) in {dtype}, rows {bad_rows}",
-                })
+                first.append(
+                    {
+                        "impl": key,
+                        "batch_seed": 1000 + i,
+                        "B": b,
+                        "mismatching_rows": mism,
+                        "rows": bad_rows,
+                        "replay": f"parity_batch({1000 + i}, {b}, {v}, {bounds}) in {dtype}, rows {bad_rows}",
+                    }
+                )
         rows += b
         i += 1
-    ctx.res["parity"] = {"V": v, "tile": tile, "splits": splits, "rows": rows, "table": table, "first": first,
-                         "seconds": time.perf_counter() - t0}
+    ctx.res["parity"] = {
+        "V": v,
+        "tile": tile,
+        "splits": splits,
+        "rows": rows,
+        "table": table,
+        "first": first,
+        "seconds": time.perf_counter() - t0,
+    }
     bad = sum(acc[f] for acc in table.values() for f in FIELDS)
     ctx.log(f"parity: {rows} rows x {len(table)} impl/dtype, {bad} mismatching (row, field) pairs")
 
@@ -383,8 +396,7 @@ def speed_case(ctx: Rank, dtype: Any, b: int, vr: int) -> list[dict[str, Any]]:
     n_sets = 2 if a.cpu else max(2, min(8, (64 << 20) // (b * v * dtype.itemsize * depth) + 1))  # L2 rotation
     gen = torch.Generator().manual_seed(7 + b)  # a CPU generator: the same full rows on every rank, bit for bit
     fulls = [
-        [(torch.randn((b, v), generator=gen) * 4.0).to(dtype).to(ctx.dev) for _ in range(depth)]
-        for _ in range(n_sets)
+        [(torch.randn((b, v), generator=gen) * 4.0).to(dtype).to(ctx.dev) for _ in range(depth)] for _ in range(n_sets)
     ]
     shards = [[x[:, off : off + vr].contiguous() for x in xs] for xs in fulls]
     temp = torch.ones(b, device=ctx.dev)
@@ -444,8 +456,15 @@ def speed_case(ctx: Rank, dtype: Any, b: int, vr: int) -> list[dict[str, Any]]:
         if collective or ctx.rank == 0:
             for graph in (True, False) if ctx.cuda else (False,):
                 t = time_impl(ctx, build, n_sets, collective, graph)
-                row = {"impl": name, "V": v, "B": b, "depth": depth, "dtype": str(dtype).removeprefix("torch."),
-                       "message_bytes_per_rank": msg_bytes, **t}
+                row = {
+                    "impl": name,
+                    "V": v,
+                    "B": b,
+                    "depth": depth,
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "message_bytes_per_rank": msg_bytes,
+                    **t,
+                }
                 rows.append(row)
                 ctx.log(json.dumps(row))
         ctx.barrier()
@@ -466,13 +485,18 @@ def step_link(ctx: Rank) -> None:
 
     t = time_impl(ctx, build_big, 1, True, False)
     sec = t["median_us"] * 1e-6
-    out["big"] = {"bytes_per_rank": big, **t, "per_rank_GBps": big / sec / 1e9,
-                  "bus_GBps": big * (ctx.world - 1) / sec / 1e9}
+    out["big"] = {
+        "bytes_per_rank": big,
+        **t,
+        "per_rank_GBps": big / sec / 1e9,
+        "bus_GBps": big * (ctx.world - 1) / sec / 1e9,
+    }
     ctx.log(f"link big: {json.dumps(out['big'])}")
     small = []
     for size in (256, 512, 1024, 2048, 4096, 8192):
         y = torch.zeros(size // 8, dtype=torch.int64, device=ctx.dev)
         for calls in (1, a.depth):
+
             def build(_s: int, calls: int = calls, y: Any = y) -> Callable[[], None]:
                 def step() -> None:
                     for _ in range(calls):
@@ -486,10 +510,13 @@ def step_link(ctx: Rank) -> None:
                 if not graph and calls != 1:
                     continue
                 tt = time_impl(ctx, build, 1, True, graph)
-                small.append({"bytes_per_rank": size, "calls": calls, **tt,
-                              "per_call_us": tt["median_us"] / calls})
-        ctx.log(f"link small {size} B: " + ", ".join(f"{r['mode']}x{r['calls']} {r['per_call_us']:.1f} us"
-                                                    for r in small if r["bytes_per_rank"] == size))
+                small.append({"bytes_per_rank": size, "calls": calls, **tt, "per_call_us": tt["median_us"] / calls})
+        ctx.log(
+            f"link small {size} B: "
+            + ", ".join(
+                f"{r['mode']}x{r['calls']} {r['per_call_us']:.1f} us" for r in small if r["bytes_per_rank"] == size
+            )
+        )
     out["small"] = small
 
 
@@ -573,8 +600,9 @@ def render(merged: dict[str, Any]) -> str:
     speed = merged.get("speed", [])
     if speed:
         lines.append("\nspeed: depth-D proposal, µs per replay (median, p10-p90), slowest rank; ratio to single GPU")
-        head = (f"{'impl':<18}{'dtype':<10}{'B':>3}{'D':>3}{'mode':>8}{'median':>10}{'p10-p90':>18}{'ratio':>7}"
-                f"{'msg B':>9}")
+        head = (
+            f"{'impl':<18}{'dtype':<10}{'B':>3}{'D':>3}{'mode':>8}{'median':>10}{'p10-p90':>18}{'ratio':>7}{'msg B':>9}"
+        )
         lines += [head, "-" * len(head)]
         single = {(r["dtype"], r["B"], r["mode"]): r["median_us"] for r in speed if r["impl"] == "single GPU"}
         for r in speed:
@@ -613,7 +641,9 @@ def merge(outdir: Path, world: int) -> dict[str, Any]:
     speed = []
     for row in ranks[0].get("speed", []):  # per row, the slowest rank (the pair is as fast as its slower half)
         peers = [
-            q for rk in ranks for q in rk.get("speed", [])
+            q
+            for rk in ranks
+            for q in rk.get("speed", [])
             if all(q[k] == row[k] for k in ("impl", "dtype", "B", "depth", "mode"))
         ]
         worst = max(peers, key=lambda q: q["median_us"])
@@ -672,10 +702,15 @@ def main(argv: list[str] | None = None) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     for r in range(args.world):
         (outdir / f"pair_rank{r}.json").unlink(missing_ok=True)
-    print(f"bench.pair: {args.world} ranks, V={args.vocab}, tile={args.tile}, steps {args.steps}, out {outdir}",
-          flush=True)
+    print(
+        f"bench.pair: {args.world} ranks, V={args.vocab}, tile={args.tile}, steps {args.steps}, out {outdir}",
+        flush=True,
+    )
     ctx = tmp.start_processes(
-        worker, args=(args.world, _free_port(), args, str(outdir)), nprocs=args.world, join=False,
+        worker,
+        args=(args.world, _free_port(), args, str(outdir)),
+        nprocs=args.world,
+        join=False,
         start_method="spawn",
     )
     deadline = time.monotonic() + args.timeout
@@ -696,9 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     (outdir / "pair.json").write_text(json.dumps(merged, indent=1, default=str))
     print(render(merged))
     print(f"\nstatus: {status}; wrote {outdir / 'pair.json'}", flush=True)
-    bad_parity = any(
-        acc[f] for rp in merged["parity_by_rank"] if rp for acc in rp["table"].values() for f in FIELDS
-    )
+    bad_parity = any(acc[f] for rp in merged["parity_by_rank"] if rp for acc in rp["table"].values() for f in FIELDS)
     return 0 if status == "ok" and not bad_parity and not any(merged["errors_by_rank"]) else 1
 
 

@@ -1,6 +1,6 @@
 """Render bench.json files (written by ``python -m bench``) as Markdown tables and a latency plot.
 
-    python -m bench.report RESULTS.json [MORE.json ...] [--md OUT.md] [--png OUT.png]
+python -m bench.report RESULTS.json [MORE.json ...] [--md OUT.md] [--png OUT.png]
 """
 
 from __future__ import annotations

@@ -44,9 +44,9 @@ def _stage_top_k(
     ci = tl.arange(0, NC)
     cand = tl.load(keys_ptr + ci, mask=ci < n, other=0).to(tl.uint64, bitcast=True)
     if ROUNDS:
-        top = _select._top_k_rounds(cand, 32)
+        top = _select._top_k_rounds(cand, out_ptr, 32, False)
     else:
-        top = _select._top_k(cand, scratch_ptr, NC, 32, CAP)
+        top = _select._top_k(cand, scratch_ptr, scratch_ptr, NC, 32, CAP, False)
     tl.store(out_ptr + tl.arange(0, 32), top.to(tl.int64, bitcast=True))
 
 

@@ -10,6 +10,8 @@
 #   stages    python -m bench.stages: per-stage latency of the selector's helpers (≈1 min)
 #   bench     python -m bench (BENCH_B, BENCH_D, BENCH_TILES, BENCH_WARPS, BENCH_TIMEOUT)
 #   accept    tools/accept_gpu.py and the end-to-end audit with the Triton verifier
+#   flashinfer  install carried FlashInfer wheels (.whl) and warm its JIT; on failure the bench records why
+#   propsbulk N S  props and bulk N S at the same time (neither is timed)
 #   pack      tar everything under $OUT into one file (the device tool brings back at most 8 files)
 # Logs go to $OUT (the device tool brings them back). Each step has its own timeout.
 set -u
@@ -48,7 +50,40 @@ PY
     stats) timeout "${STATS_TIMEOUT:-500}" python3 -m stats --quick --device cuda --out "$OUT" 2>&1 | tee "$OUT/stats.log" | tail -40 ;;
     bench)
       timeout "${BENCH_TIMEOUT:-420}" python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} \
-        --tiles ${BENCH_TILES:-} --warps ${BENCH_WARPS:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
+        --vocab ${BENCH_V:-163840} --dtype ${BENCH_DTYPE:-float32 bfloat16} --tiles ${BENCH_TILES:-} \
+        --warps ${BENCH_WARPS:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
+    flashinfer)
+      # FlashInfer from wheels carried in .whl (device README); its JIT build is warmed here, under a timeout, so
+      # a failure or a slow build costs this step only: the bench then records why it has no FlashInfer row.
+      if ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile \
+          --no-cache-dir --target /tmp/site .whl/*.whl > "$OUT/flashinfer.log" 2>&1; then
+        export PYTHONPATH="$PYTHONPATH:/tmp/site"
+        if timeout "${FI_TIMEOUT:-120}" python3 -c "
+import torch, flashinfer, flashinfer.sampling as s
+x = torch.randn(4, 163840, device='cuda')
+f = getattr(s, 'top_k_sampling_from_logits', None)
+out = f(x, 32, deterministic=True) if f else s.top_k_sampling_from_probs(torch.softmax(x, -1), 32, deterministic=True)
+torch.cuda.synchronize(); print('flashinfer', flashinfer.__version__, 'ok', out.shape)" >> "$OUT/flashinfer.log" 2>&1; then
+          echo "flashinfer ready"
+        else
+          export PP3_BENCH_NO_FLASHINFER=1
+          export PP3_BENCH_FLASHINFER_NOTE="flashinfer wheels installed but the warm-up failed or ran past its timeout: \
+$(grep -v '^\s*$' "$OUT/flashinfer.log" | tail -1 | cut -c1-300)"
+        fi
+      else
+        export PP3_BENCH_NO_FLASHINFER=1
+        export PP3_BENCH_FLASHINFER_NOTE="no flashinfer wheels could be installed (see flashinfer.log)"
+      fi
+      tail -3 "$OUT/flashinfer.log" ;;
+    propsbulk)
+      # Hypothesis (gpu profile) and the bulk rows at once: neither is timed, and they share the GPU and CPUs well.
+      n="$1"; seed="$2"; shift 2
+      HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-400}" python3 -m pytest -q proptests -p no:cacheprovider \
+        > "$OUT/props.log" 2>&1 &
+      props_pid=$!
+      timeout "${BULK_TIMEOUT:-560}" python3 -m pp3.verify --full --bulk-only --bulk-rows "$n" --bulk-seed "$seed" \
+        2>&1 | grep -v -E 'resource_tracker|warnings.warn' | tee "$OUT/bulk_$seed.log" | tail -4
+      wait "$props_pid"; echo "proptests exit $?"; tail -4 "$OUT/props.log" ;;
     stages) timeout "${STAGES_TIMEOUT:-300}" python3 -m bench.stages 2>&1 | tee "$OUT/stages.log" | tail -30 ;;
     accept)
       timeout "${ACCEPT_TIMEOUT:-300}" python3 tools/accept_gpu.py 2>&1 | tee "$OUT/accept_gpu.log" | tail -20

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.language.random import philox_impl
 
 # Layout of the fp64 constants tensor (built from pp3.reference.expf by select.py, so there is one source).
@@ -55,6 +56,20 @@ def _widen_bits(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
+def _pdl_prologue(PDL: tl.constexpr) -> None:
+    """With programmatic dependent launch the program may start before the previous kernel on the stream ends: wait
+    for it (and for its memory) before reading anything, then let the next kernel start its own launch early."""
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
+
+
+@triton.jit
+def _bit_or(a: tl.tensor, b: tl.tensor) -> tl.tensor:
+    return a | b
+
+
+@triton.jit
 def _rank_desc(keys: tl.tensor, N: tl.constexpr) -> tl.tensor:
     """rank_i = the number of keys greater than key i: an [N, N] comparison (keys are unique but for 0s)."""
     return tl.sum((keys[None, :] > keys[:, None]).to(tl.int32), axis=1)
@@ -68,7 +83,7 @@ def _place(values: tl.tensor, slot: tl.tensor, K: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
-def _top_k_rounds(keys: tl.tensor, K: tl.constexpr) -> tl.tensor:
+def _top_k_rounds(keys: tl.tensor, out_ptr: tl.tensor, K: tl.constexpr, STORE: tl.constexpr) -> tl.tensor:
     """The K largest keys in descending order by K rounds of max-and-remove (any N; used when filtering fails)."""
     out = tl.zeros([K], tl.uint64)
     r = tl.arange(0, K)
@@ -76,37 +91,129 @@ def _top_k_rounds(keys: tl.tensor, K: tl.constexpr) -> tl.tensor:
         m = tl.max(keys)
         out = tl.where(r == i, m, out)
         keys = tl.where(keys == m, 0, keys)
+    if STORE:
+        tl.store(out_ptr + r, out.to(tl.int64, bitcast=True))
     return out
 
 
 @triton.jit
-def _top_k(keys: tl.tensor, scratch_ptr: tl.tensor, N: tl.constexpr, K: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
+def _rank_few(
+    keys: tl.tensor,
+    passed: tl.tensor,
+    pos: tl.tensor,
+    count: tl.tensor,
+    scratch_ptr: tl.tensor,
+    out_ptr: tl.tensor,
+    CAP: tl.constexpr,
+    K: tl.constexpr,
+    STORE: tl.constexpr,
+) -> tl.tensor:
+    """Scatter the passing keys to ``scratch_ptr[pos]`` (pos: 0 .. count - 1 <= CAP - 1), reload them as one
+    vector of CAP and rank them: the K largest in descending order, returned, or with STORE written to
+    ``out_ptr[0 .. K-1]`` straight from the ranks (no placement; the return value is then unused)."""
+    # Flattened first: a 2-D scatter gets re-laid-out (three [NT, K] shared-memory round trips) before its store.
+    flat_pos = tl.reshape(pos, [pos.numel])
+    flat_keys = tl.reshape(keys, [keys.numel]).to(tl.int64, bitcast=True)
+    tl.store(scratch_ptr + flat_pos, flat_keys, mask=tl.reshape(passed, [passed.numel]))
+    tl.debug_barrier()  # the stores above are visible to the whole program after this barrier
+    c = tl.arange(0, CAP)
+    few = tl.load(scratch_ptr + c, mask=c < count, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
+    rank = _rank_desc(few, CAP)
+    if STORE:
+        # Real keys are unique, so their ranks 0 .. count - 1 are too; padding slot c >= count goes to c.
+        at = tl.where(c < count, rank, c)
+        tl.store(out_ptr + at, few.to(tl.int64, bitcast=True), mask=at < K)
+        top = tl.zeros([K], tl.uint64)
+    else:
+        top = _place(few, rank, K)
+    return top
+
+
+@triton.jit
+def _compact_top_k(
+    keys: tl.tensor,
+    passed: tl.tensor,
+    pos: tl.tensor,
+    count: tl.tensor,
+    scratch_ptr: tl.tensor,
+    out_ptr: tl.tensor,
+    K: tl.constexpr,
+    CAP: tl.constexpr,
+    STORE: tl.constexpr,
+) -> tl.tensor:
+    """The K largest keys (returned, or with STORE written to ``out_ptr``), given that every one of them passes
+    (``passed``, ``count`` in all, compaction positions
+    ``pos``): rank the survivors in CAP // 2 slots when they fit and CAP >= 4K (launch 2's usual case), else in CAP
+    slots, else by 32 rounds."""
+    if CAP >= 4 * K:
+        if count <= CAP // 2:
+            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP // 2, K, STORE)
+        elif count <= CAP:
+            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP, K, STORE)
+        else:
+            top = _top_k_rounds(tl.reshape(keys, [keys.numel]), out_ptr, K, STORE)
+    else:
+        if count <= CAP:
+            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP, K, STORE)
+        else:
+            top = _top_k_rounds(tl.reshape(keys, [keys.numel]), out_ptr, K, STORE)
+    return top
+
+
+@triton.jit
+def _threshold_top_k(
+    keys: tl.tensor,
+    scratch_ptr: tl.tensor,
+    out_ptr: tl.tensor,
+    R: tl.constexpr,
+    K: tl.constexpr,
+    CAP: tl.constexpr,
+    STORE: tl.constexpr,
+) -> tl.tensor:
+    """The K largest of [R, C] unique uint64 keys (R >= K groups of any C; 0 = padding), descending.
+
+    tau = the K-th largest group maximum: K distinct keys are >= tau, so tau <= the K-th largest key and every one
+    of the K largest passes ``key >= tau``. The survivors are compacted group by group (a scan along each group,
+    inside a warp, and one over the R group counts, not a scan over all R * C keys) and ranked (_compact_top_k).
+    """
+    tl.static_assert(R >= K)
+    gmax = tl.max(keys, axis=1)
+    tau = tl.max(tl.where(_rank_desc(gmax, R) == K - 1, gmax, 0))
+    passed = (keys >= tau) & (keys != 0)
+    p32 = passed.to(tl.int32)
+    per_group = tl.sum(p32, axis=1)
+    count = tl.sum(per_group)
+    pos = (tl.cumsum(per_group, axis=0) - per_group)[:, None] + tl.cumsum(p32, axis=1) - 1
+    return _compact_top_k(keys, passed, pos, count, scratch_ptr, out_ptr, K, CAP, STORE)
+
+
+@triton.jit
+def _top_k(
+    keys: tl.tensor,
+    scratch_ptr: tl.tensor,
+    out_ptr: tl.tensor,
+    N: tl.constexpr,
+    K: tl.constexpr,
+    CAP: tl.constexpr,
+    STORE: tl.constexpr,
+) -> tl.tensor:
     """The K largest of N unique uint64 keys (0 = padding), descending, padded with 0: exact, no sorting network.
 
-    N <= 4K: rank every key against every other. N >= 1024: up to 128 groups give a threshold tau, the K-th largest
-    group maximum (K distinct keys are >= tau, so tau <= the K-th largest key); the few keys >= tau are compacted
-    through ``scratch_ptr`` (this program's CAP slots) and ranked. If more than CAP keys pass, fall back to rounds.
+    N <= 4K: rank every key against every other. N >= 1024: up to 64 groups give a threshold (_threshold_top_k); the
+    few keys that pass are compacted through ``scratch_ptr`` (this program's CAP slots) and ranked. If more than CAP
+    keys pass, fall back to rounds. STORE: write the K keys to ``out_ptr`` instead of returning them.
     """
     if N <= 4 * K:
         top = _place(keys, _rank_desc(keys, N), K)
+        if STORE:
+            tl.store(out_ptr + tl.arange(0, K), top.to(tl.int64, bitcast=True))
     elif N >= 1024:
-        # Any partition into groups gives a valid tau; at most 128 groups keep the [G, G] ranking small.
-        G: tl.constexpr = min(N // 32, 128)
-        gmax = tl.max(tl.reshape(keys, [G, N // G]), axis=1)
-        tau = tl.max(tl.where(_rank_desc(gmax, G) == K - 1, gmax, 0))
-        passed = (keys >= tau) & (keys != 0)
-        count = tl.sum(passed.to(tl.int32))
-        if count <= CAP:
-            pos = tl.cumsum(passed.to(tl.int32), axis=0) - 1
-            tl.store(scratch_ptr + pos, keys.to(tl.int64, bitcast=True), mask=passed)
-            tl.debug_barrier()  # the stores above are visible to the whole program after this barrier
-            c = tl.arange(0, CAP)
-            few = tl.load(scratch_ptr + c, mask=c < count, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
-            top = _place(few, _rank_desc(few, CAP), K)
-        else:
-            top = _top_k_rounds(keys, K)
+        # Any partition into groups gives a valid tau; at most 64 groups keep the [G, G] ranking small (for a
+        # Gaussian 4096-entry tile, 64 groups leave 44 survivors on average, 128 groups 37: not worth 4x the ranks).
+        G: tl.constexpr = min(N // 32, 64)
+        top = _threshold_top_k(tl.reshape(keys, [G, N // G]), scratch_ptr, out_ptr, G, K, CAP, STORE)
     else:
-        top = _top_k_rounds(keys, K)
+        top = _top_k_rounds(keys, out_ptr, K, STORE)
     return top
 
 
@@ -125,8 +232,10 @@ def _tile_candidates_kernel(
     TILE: tl.constexpr,  # entries per program, a power of two >= K
     K: tl.constexpr,  # 32
     CAP: tl.constexpr,  # compaction slots per program
+    PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
 ) -> None:
     # Launch 1: one program per (row, tile) computes the tile's first K entries in the §4.1 order and its flags.
+    _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)  # rows on grid axis 0 (up to 2^31 - 1; axis 1 stops at 65535)
     t = tl.program_id(1)
     offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
@@ -136,10 +245,9 @@ def _tile_candidates_kernel(
 
     # §3 flags for this tile.
     mag = bits & 0x7FFFFFFF
-    any_nan = tl.max((in_row & (mag > 0x7F800000)).to(tl.int32))
-    any_pinf = tl.max((in_row & (bits == 0x7F800000)).to(tl.int32))
-    any_fin = tl.max((in_row & (mag < 0x7F800000)).to(tl.int32))
-    flags = any_nan | (any_pinf << 1) | (any_fin << 2)
+    code = (mag > 0x7F800000).to(tl.int32) | ((bits == 0x7F800000).to(tl.int32) << 1)
+    code = code | ((mag < 0x7F800000).to(tl.int32) << 2)
+    flags = tl.reduce(tl.where(in_row, code, 0), 0, _bit_or)  # one reduction for the three flags
 
     # §4.1 key: okey(x) << 32 | (2^32 - 1 - id); -0.0 is +0.0; padding lanes get key 0, below every real entry.
     canon = tl.where(bits == 0x80000000, 0, bits).to(tl.uint32)
@@ -148,8 +256,8 @@ def _tile_candidates_kernel(
     key = (okey.to(tl.uint64) << 32) | (0xFFFFFFFF - gid)
     key = tl.where(in_row, key, 0)
     row_tile = b * n_tiles_total + tile_base + t
-    top = _top_k(key, scratch_ptr + row_tile * CAP, TILE, K, CAP)  # the tile's first K entries, rank order
-    tl.store(keys_ptr + row_tile * K + tl.arange(0, K), top.to(tl.int64, bitcast=True))
+    # The tile's first K entries, in rank order, written by _top_k itself (from the ranks, no placement step).
+    _top_k(key, scratch_ptr + row_tile * CAP, keys_ptr + row_tile * K, TILE, K, CAP, True)
     tl.store(flags_ptr + row_tile, flags)
 
 
@@ -216,17 +324,20 @@ def _finalize_kernel(
     NT: tl.constexpr,  # power of two >= n_tiles
     K: tl.constexpr,  # 32
     CAP: tl.constexpr,  # compaction slots per program
+    PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
 ) -> None:
     # Launch 2: one program per row merges the candidates and runs §3-§8.
+    _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     slot = tl.arange(0, K)
 
     # 1. §3 status from the OR of the tiles' flags, in precedence order.
     ti = tl.arange(0, NT)
     fl = tl.load(flags_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0)
-    any_nan = tl.max(fl & 1)
-    any_pinf = tl.max((fl >> 1) & 1)
-    any_fin = tl.max((fl >> 2) & 1)
+    fl_all = tl.reduce(fl, 0, _bit_or)
+    any_nan = fl_all & 1
+    any_pinf = (fl_all >> 1) & 1
+    any_fin = (fl_all >> 2) & 1
     temp = tl.load(temp_ptr + b)
     bad_temp = (temp != temp) | (temp < 0.0)
     status = tl.where(any_nan != 0, 1, tl.where(any_pinf != 0, 2, tl.where(any_fin == 0, 3, tl.where(bad_temp, 4, 0))))
@@ -235,9 +346,15 @@ def _finalize_kernel(
     sampled = ok & (temp != 0.0)
 
     # 2. §4: global first K entries; rank 0 is the greedy token g with the row maximum m.
-    ci = tl.arange(0, NC)
-    cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_tiles * K, other=0).to(tl.uint64, bitcast=True)
-    top = _top_k(cand, scratch_ptr + b * CAP, NC, K, CAP)  # rank order: top[0] is rank 0
+    if NT >= K and NT <= 2 * K:  # the [NT, NT] ranking of row maxima stays small
+        rt = tl.arange(0, NT)[:, None]
+        ci = rt * K + slot[None, :]
+        cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=rt < n_tiles, other=0).to(tl.uint64, bitcast=True)
+        top = _threshold_top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NT, K, CAP, False)  # top[0]: rank 0
+    else:
+        ci = tl.arange(0, NC)
+        cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_tiles * K, other=0).to(tl.uint64, bitcast=True)
+        top = _top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NC, K, CAP, False)
     top_key = tl.max(top)
     g = (0xFFFFFFFF - (top_key & 0xFFFFFFFF)).to(tl.int32)
     okey = (top >> 32).to(tl.uint32)
@@ -257,9 +374,12 @@ def _finalize_kernel(
     # the others keep their rank (>= n), so slots are a permutation and empty slots come last.
     lower = (ids[None, :] < ids[:, None]) & member[None, :]
     slot_of = tl.where(member, tl.sum(lower.to(tl.int32), axis=1), slot)
-    s_member = _place(member.to(tl.int32), slot_of, K) != 0
-    s_ids = tl.where(s_member, _place(ids, slot_of, K), -1)
-    s_e = _place(e.to(tl.int32, bitcast=True), slot_of, K).to(tl.float32, bitcast=True)
+    # One placement moves ID and exponential together: ID + 1 (0 = not a member) high, the fp32 bits low.
+    packed = (tl.where(member, ids + 1, 0).to(tl.int64) << 32) | e.to(tl.uint32, bitcast=True).to(tl.int64)
+    s_packed = _place(packed, slot_of, K)
+    s_ids = (s_packed >> 32).to(tl.int32) - 1  # -1: an empty slot
+    s_member = s_ids >= 0
+    s_e = (s_packed & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
     w = tl.where(s_member, s_e.to(tl.float64), 0.0)
     # A failed row's candidates may be NaN; give it a harmless point mass (its outputs are overwritten in step 7).
     w = tl.where(ok, w, tl.where(slot == 0, 1.0, 0.0))

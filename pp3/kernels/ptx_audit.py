@@ -40,6 +40,7 @@ _TILE_SIG = {
     "TILE": "constexpr",
     "K": "constexpr",
     "CAP": "constexpr",
+    "PDL": "constexpr",
 }
 _FIN_SIG = {
     "keys_ptr": "*i64",
@@ -61,6 +62,7 @@ _FIN_SIG = {
     "NT": "constexpr",
     "K": "constexpr",
     "CAP": "constexpr",
+    "PDL": "constexpr",
 }
 
 
@@ -82,13 +84,14 @@ def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] 
     for kind in (_select.KIND_F32, _select.KIND_F16, _select.KIND_BF16):
         for tile in (32, 4096):
             sig = dict(_TILE_SIG, x_ptr="*i32" if kind.value == 0 else "*i16")
-            consts = {"KIND": kind, "TILE": tile, "K": 32, "CAP": 64}
+            consts = {"KIND": kind, "TILE": tile, "K": 32, "CAP": 64, "PDL": True}
             src = ASTSource(_select._tile_candidates_kernel, sig, constexprs=consts)
             out[f"tile_candidates[kind={kind.value},tile={tile}]"] = triton.compile(src, target=tgt, options=opts).asm[
                 "ptx"
             ]
     for nc, nt in ((32, 1), (4096, 128)):
-        src = ASTSource(_select._finalize_kernel, _FIN_SIG, constexprs={"NC": nc, "NT": nt, "K": 32, "CAP": 128})
+        consts = {"NC": nc, "NT": nt, "K": 32, "CAP": 128, "PDL": True}
+        src = ASTSource(_select._finalize_kernel, _FIN_SIG, constexprs=consts)
         out[f"finalize[NC={nc}]"] = triton.compile(src, target=tgt, options=opts).asm["ptx"]
     src = ASTSource(
         _select._expf_kernel,

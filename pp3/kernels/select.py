@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,19 @@ def tile_cap(tile: int) -> int:
 
 # Exact arithmetic (SPEC.md "Keywords"): no FMA contraction, no flush to zero. The interpreter ignores both.
 EXACT = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+
+
+def use_pdl(device: torch.device) -> bool:
+    """Programmatic dependent launch for both launches: on CUDA devices of compute capability >= 9 (Hopper), not in
+    the interpreter, unless PP3_PDL=0. It only lets a launch start early and wait (griddepcontrol) for the previous
+    kernel; it changes no arithmetic. Read at every launch, so a benchmark can compare both in one process."""
+    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("PP3_PDL") == "0":
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def _launch_opts(pdl: bool) -> dict[str, Any]:
+    return {**EXACT, "launch_pdl": True} if pdl else dict(EXACT)
 
 _KIND = {
     torch.float32: _select.KIND_F32.value,
@@ -196,6 +210,7 @@ def tile_candidates(
         raise ValueError(f"tile_base: {tile_base} + {n_tiles} tiles do not fit the {total} tiles of out")
     cap = tile_cap(tile)
     scratch = torch.empty((b, total, cap), dtype=torch.int64, device=x.device)
+    pdl = use_pdl(x.device)
     _select._tile_candidates_kernel[(b, n_tiles)](
         x.view(_RAW[x.dtype]),
         x.stride(0),
@@ -210,8 +225,9 @@ def tile_candidates(
         TILE=tile,
         K=K,
         CAP=cap,
+        PDL=pdl,
         num_warps=WARPS[0],
-        **EXACT,
+        **_launch_opts(pdl),
     )
     return out
 
@@ -248,6 +264,7 @@ def finalize(
     ids = torch.empty((b, K), dtype=torch.int32, device=dev)
     tickets = torch.empty((b, K), dtype=torch.int32, device=dev)
     scratch = torch.empty((b, FINALIZE_CAP), dtype=torch.int64, device=dev)
+    pdl = use_pdl(dev)
     _select._finalize_kernel[(b,)](
         keys,
         flags,
@@ -268,8 +285,9 @@ def finalize(
         NT=triton.next_power_of_2(n_tiles),
         K=K,
         CAP=FINALIZE_CAP,
+        PDL=pdl,
         num_warps=WARPS[1],
-        **EXACT,
+        **_launch_opts(pdl),
     )
     return Proposal(status=status, token=token, ids=ids, tickets=tickets)
 
