@@ -343,7 +343,12 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"PARITY FAILURE before timing: {bad} rows differ (V={v}, B={b}, {dtype_name})")
                         return 1
                     for name, factory in impls.items():
-                        t = time_graph(lambda s, f=factory, xs=xs_sets, k=keys: f(xs[s], k), n_sets, args.replays)
+                        try:
+                            t = time_graph(lambda s, f=factory, xs=xs_sets, k=keys: f(xs[s], k), n_sets, args.replays)
+                        except Exception as e:  # one implementation failing (capture, import) must not end the run
+                            print(f"{name}: {e.__class__.__name__}: {e}", flush=True)
+                            torch.cuda.synchronize()
+                            continue
                         row = {"impl": name, "V": v, "B": b, "depth": depth, "dtype": dtype_name, **t}
                         results.append(row)
                         print(json.dumps(row), flush=True)
