@@ -10,6 +10,7 @@
 #   stages    python -m bench.stages: per-stage latency of the selector's helpers (≈1 min)
 #   bench     python -m bench (BENCH_B, BENCH_D, BENCH_TILES, BENCH_WARPS, BENCH_TIMEOUT)
 #   accept    tools/accept_gpu.py and the end-to-end audit with the Triton verifier
+#   benchv    python -m bench at V = 32000, 128256, 151936, 262144 (fp32, depth 5, B = 1, 4, 64) into $OUT/vocab
 #   flashinfer  install carried FlashInfer wheels (.whl) and warm its JIT; on failure the bench records why
 #   propsbulk N S  props and bulk N S at the same time (neither is timed)
 #   pack      tar everything under $OUT into one file (the device tool brings back at most 8 files)
@@ -52,6 +53,12 @@ PY
       timeout "${BENCH_TIMEOUT:-420}" python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} \
         --vocab ${BENCH_V:-163840} --dtype ${BENCH_DTYPE:-float32 bfloat16} --tiles ${BENCH_TILES:-} \
         --warps ${BENCH_WARPS:-} --replays 200 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -30 ;;
+    benchv)
+      # The other vocabularies (issue 5): fp32, depth 5, B = 1, 4, 64, the main implementations only.
+      mkdir -p "$OUT/vocab"
+      timeout "${BENCHV_TIMEOUT:-200}" python3 -m bench --vocab 32000 128256 151936 262144 --batch 1 4 64 --depth 5 \
+        --dtype float32 --replays 200 --out "$OUT/vocab" --impl "pp3 sampled" "pp3 greedy (T0)" "torch argmax" \
+        "torch topk+softmax+sample" 2>&1 | tee "$OUT/vocab/bench.log" | tail -14 ;;
     flashinfer)
       # FlashInfer from wheels carried in .whl (device README); its JIT build is warmed here, under a timeout, so
       # a failure or a slow build costs this step only: the bench then records why it has no FlashInfer row.
