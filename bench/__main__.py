@@ -315,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     env = _env()
     print(json.dumps(env), flush=True)
     results: list[dict[str, Any]] = []
+    errors: list[str] = []
+    poisoned = False
     floor = {n: empty_floor(n, args.replays) for n in (5, 10, 20)}
     print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
     impls = implementations([None, *args.tiles])
@@ -329,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             dtype = getattr(torch, dtype_name)
             for b in args.batch:
                 for depth in args.depth:
+                    if poisoned:
+                        break
                     n_sets = max(2, min(16, (64 << 20) // (b * v * dtype.itemsize * depth) + 1))
                     xs_sets = make_inputs(n_sets, depth, b, v, dtype, seed=1000 * b + depth)
                     keys = {
@@ -345,18 +349,23 @@ def main(argv: list[str] | None = None) -> int:
                     for name, factory in impls.items():
                         try:
                             t = time_graph(lambda s, f=factory, xs=xs_sets, k=keys: f(xs[s], k), n_sets, args.replays)
-                        except Exception as e:  # one implementation failing (capture, import) must not end the run
+                        except Exception as e:  # report it; a CUDA fault poisons the context, so stop timing there
+                            errors.append(f"{name} (V={v}, B={b}, depth {depth}, {dtype_name}): {e.__class__.__name__}")
                             print(f"{name}: {e.__class__.__name__}: {e}", flush=True)
-                            torch.cuda.synchronize()
+                            if "CUDA" in str(e):
+                                poisoned = True  # the context is unusable: keep what was measured, write it out
+                                break
                             continue
                         row = {"impl": name, "V": v, "B": b, "depth": depth, "dtype": dtype_name, **t}
                         results.append(row)
                         print(json.dumps(row), flush=True)
+                    if poisoned:
+                        break
                     torch.cuda.empty_cache()
     out = Path(args.out)
     out.mkdir(exist_ok=True)
     (out / "bench.json").write_text(
-        json.dumps({"env": env, "floor": floor, "flashinfer": fi_note, "results": results}, indent=1)
+        json.dumps({"env": env, "floor": floor, "flashinfer": fi_note, "errors": errors, "results": results}, indent=1)
     )
     from bench import report
 
