@@ -61,6 +61,7 @@ def time_graph(
     stream = torch.cuda.Stream()
     for s in range(n_sets):
         step = build(s)
+        stream.wait_stream(torch.cuda.current_stream())  # build() may have queued work there (inputs, candidates)
         with torch.cuda.stream(stream):
             for _ in range(3):  # warm-up outside capture: compile, allocate caches
                 step()
