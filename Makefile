@@ -35,8 +35,11 @@ verify: $(STAMP)
 	  TRITON_INTERPRET=1 $(VPY) -m pp3.verify; \
 	fi
 
+# Every Python directory of the project (pp3 and its benchmarks, tools, audits and tests).
+TYPECHECK_DIRS = pp3 bench tools stats proptests tests
+
 typecheck: $(STAMP)
-	MYPYPATH=typings $(VENV)/bin/mypy --strict pp3
+	MYPYPATH=typings $(VENV)/bin/mypy --strict $(TYPECHECK_DIRS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

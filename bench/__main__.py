@@ -58,7 +58,7 @@ def time_graph(
     import torch
 
     graphs = []
-    stream = torch.cuda.Stream()
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     for s in range(n_sets):
         step = build(s)
         stream.wait_stream(torch.cuda.current_stream())  # build() may have queued work there (inputs, candidates)
@@ -73,8 +73,8 @@ def time_graph(
     torch.cuda.synchronize()
     for i in range(warmup):
         graphs[i % n_sets].replay()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]  # type: ignore[no-untyped-call]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]  # type: ignore[no-untyped-call]
     for i in range(replays):
         starts[i].record()
         graphs[i % n_sets].replay()
@@ -348,8 +348,17 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"PARITY FAILURE before timing: {bad} rows differ (V={v}, B={b}, {dtype_name})")
                         return 1
                     for name, factory in impls.items():
+
+                        def build(
+                            s: int,
+                            f: Callable[[list[Any], dict[str, Any]], Callable[[], Any]] = factory,
+                            xs: list[list[Any]] = xs_sets,
+                            k: dict[str, Any] = keys,
+                        ) -> Callable[[], Any]:
+                            return f(xs[s], k)
+
                         try:
-                            t = time_graph(lambda s, f=factory, xs=xs_sets, k=keys: f(xs[s], k), n_sets, args.replays)
+                            t = time_graph(build, n_sets, args.replays)
                         except Exception as e:  # report it; a CUDA fault poisons the context, so stop timing there
                             errors.append(f"{name} (V={v}, B={b}, depth {depth}, {dtype_name}): {e.__class__.__name__}")
                             print(f"{name}: {e.__class__.__name__}: {e}", flush=True)

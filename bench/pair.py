@@ -181,7 +181,7 @@ def env_info(ctx: Rank) -> dict[str, Any]:
             "gpu": torch.cuda.get_device_name(ctx.dev),
             "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).splitlines()[:1],
             "cuda": torch.version.cuda,
-            "nccl": ".".join(str(p) for p in torch.cuda.nccl.version()),
+            "nccl": ".".join(str(p) for p in torch.cuda.nccl.version()),  # type: ignore[no-untyped-call]
         }
     return info
 
@@ -327,7 +327,7 @@ def time_impl(
             steps[i % n_sets]()
             us.append(1e6 * (time.perf_counter() - t))
         return {"mode": "eager (cpu)", **_stats(us)}
-    stream = torch.cuda.Stream(ctx.dev)
+    stream = torch.cuda.Stream(ctx.dev)  # type: ignore[no-untyped-call]
     with torch.cuda.stream(stream):
         for s in steps:  # warm-up outside capture: Triton compiles, NCCL connects, caches fill
             for _ in range(3):
@@ -354,8 +354,8 @@ def time_impl(
     ctx.sync()
     for i in range(min(20, replays)):
         runs[i % n_sets]()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]  # type: ignore[no-untyped-call]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]  # type: ignore[no-untyped-call]
     for i in range(replays):
         starts[i].record()
         runs[i % n_sets]()
@@ -534,13 +534,14 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace, outdir: s
 
         if ctx.cuda:
             torch.cuda.set_device(ctx.dev)
+        device_kw: dict[str, Any] = {"device_id": ctx.dev} if ctx.cuda else {}
         dist.init_process_group(
             "nccl" if ctx.cuda else "gloo",
             init_method=f"tcp://127.0.0.1:{port}",
             rank=rank,
             world_size=world,
             timeout=timedelta(seconds=PG_TIMEOUT_S),
-            **({"device_id": ctx.dev} if ctx.cuda else {}),
+            **device_kw,
         )
         ctx.res["env"] = env_info(ctx)
         ctx.save()
@@ -706,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
         f"bench.pair: {args.world} ranks, V={args.vocab}, tile={args.tile}, steps {args.steps}, out {outdir}",
         flush=True,
     )
-    ctx = tmp.start_processes(
+    ctx = tmp.start_processes(  # type: ignore[attr-defined, no-untyped-call]
         worker,
         args=(args.world, _free_port(), args, str(outdir)),
         nprocs=args.world,

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import TICKETS, K
+from pp3.reference import DEFAULT_TAU, TICKETS, K, Proposal
 from stats import cases as cases_mod
 from stats import chisq, oracle
 from stats.keys import Family, pair
@@ -100,7 +100,11 @@ class SamplerReport:
     def apply_holm(self) -> None:
         for kind in ("chi2", "ideal"):
             family = [r for r in self.results if r.kind == kind]
-            for r, adj in zip(family, chisq.holm([r.p for r in family]), strict=True):
+            pvalues: list[float] = []
+            for r in family:
+                assert r.p is not None, f"{r.audit}: a {kind} result without a p-value"
+                pvalues.append(r.p)
+            for r, adj in zip(family, chisq.holm(pvalues), strict=True):
                 r.p_holm = float(adj)
 
 
@@ -358,15 +362,15 @@ class Suite:
                 clear_memo()
             for s in self.samplers:
                 for view, table in tables[s.name].items():
-                    t = chisq.independence(table)
+                    test = chisq.independence(table)
                     self._add(
                         s,
                         Result(
                             f"pair/{kind}/{view}",
                             int(table.sum()),
-                            t.statistic,
-                            t.df,
-                            t.p,
+                            test.statistic,
+                            test.df,
+                            test.p,
                             detail=f"{table.shape[0]}x{table.shape[1]} table",
                         ),
                     )
@@ -393,16 +397,16 @@ class Suite:
                 for i in range(0, seed.size, batch):
                     sub = Keys(seed[i : i + batch], rnd[i : i + batch], pos[i : i + batch])
                     rr = np.repeat(row[None, :], len(sub), axis=0)
-                    out = s.propose(rr, temp[i : i + batch], sub.seed, sub.round, sub.position, cases_mod.DEFAULT_TAU)
+                    out = s.propose(rr, temp[i : i + batch], sub.seed, sub.round, sub.position, DEFAULT_TAU)
                     ok = (out.status == 0) & (out.token == g) & (out.ids[:, 0] == g) & (out.tickets[:, 0] == TICKETS)
-                    tally.add(
-                        ~ok,
-                        sub,
-                        lambda j, o=out, g=g: (
+
+                    def what(j: int, o: Proposal = out, g: int = g) -> str:
+                        return (
                             f"token {o.token[j]}, slot 0 = ({o.ids[j, 0]}, "
                             f"{o.tickets[j, 0]} tickets), status {o.status[j]}; expected ({g}, 2^24), status 0"
-                        ),
-                    )
+                        )
+
+                    tally.add(~ok, sub, what)
                 if tally.bad:
                     wrong.append(f"{name}: {tally.bad} keys, {tally.first}")
             self._add(

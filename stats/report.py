@@ -21,6 +21,12 @@ from stats.samplers import Composed
 _P_FLOOR = 1e-300  # p-values of exactly 0 are drawn at this height on log scales
 
 
+def _p(r: Result) -> float:
+    """The p-value of a chi-square result (every one has a p-value; only exact results have none)."""
+    assert r.p is not None, f"{r.audit}: a {r.kind} result without a p-value"
+    return r.p
+
+
 def _fmt_p(p: float | None) -> str:
     return "exact" if p is None else f"{p:.3g}"
 
@@ -210,7 +216,7 @@ def plot(path: Path, suite: Suite, real: list[str], mutants: list[SamplerReport]
     ax = axes.flat[4]
     for name in real:
         # df = 0: a support check only, p is 1 by construction unless an impossible draw makes it 0
-        ps = np.sort([max(r.p, _P_FLOOR) for r in suite.reports[name].results if r.kind == "chi2" and r.df])
+        ps = np.sort([max(_p(r), _P_FLOOR) for r in suite.reports[name].results if r.kind == "chi2" and r.df])
         m = ps.size
         expected = (np.arange(1, m + 1) - 0.5) / m
         ax.plot(-np.log10(expected), -np.log10(ps), "o", ms=4, label=f"{name} ({m} chi-square p-values with df > 0)")

@@ -171,7 +171,8 @@ class Composed(_SlotCache):
         if self.greedy_as_sampled:
             temp = np.where(temp == 0, np.float32(1.0), temp)
         with self._patched():
-            return _PROPOSE.propose(logits, temp, seed, round_, position, tau=tau)
+            out: Proposal = _PROPOSE.propose(logits, temp, seed, round_, position, tau=tau)
+            return out
 
     def uniform(self, keys: Keys) -> U64:
         return self.stream(keys.seed, keys.round, keys.position)
@@ -226,10 +227,17 @@ def mutants() -> list[Composed]:
 
 
 class KernelOutput(Protocol):
-    status: Any
-    token: Any
-    ids: Any
-    tickets: Any
+    """What the sampler reads of a kernel's result (read-only, so a frozen dataclass such as
+    ``pp3.kernels.select.Proposal`` conforms)."""
+
+    @property
+    def status(self) -> Any: ...
+    @property
+    def token(self) -> Any: ...
+    @property
+    def ids(self) -> Any: ...
+    @property
+    def tickets(self) -> Any: ...
 
 
 class KernelSampler(_SlotCache):

@@ -127,8 +127,8 @@ def _torch_reference(broken: bool = False) -> Any:
     torch = pytest.importorskip("torch")
 
     def fake(logits: Any, temperature: Any, seed: Any, round_: Any, position: Any, tau: float) -> Any:
-        u64 = [t.cpu().numpy().view(np.uint64) for t in (seed, round_, position)]
-        out = propose(logits.cpu().numpy(), temperature.cpu().numpy(), *u64, tau=tau)
+        seed64, round64, position64 = (t.cpu().numpy().view(np.uint64) for t in (seed, round_, position))
+        out = propose(logits.cpu().numpy(), temperature.cpu().numpy(), seed64, round64, position64, tau=tau)
         token = out.token.copy()
         if broken:
             token[::97] = out.ids[::97, 0]  # a kernel that sometimes returns slot 0's token

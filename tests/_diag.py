@@ -10,7 +10,8 @@ import numpy.typing as npt
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def _bits(a: npt.NDArray[np.generic]) -> npt.NDArray[np.unsignedinteger]:
+def _bits(a: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+    """Floats as their raw unsigned bits; every other dtype unchanged."""
     if a.dtype.kind == "f":
         return a.view(_UINT[a.dtype.itemsize])
     return a

@@ -368,7 +368,7 @@ def test_greedy_drafts_against_a_sampled_target_use_s_2_40() -> None:
 def test_rejection_path_in_verify_matches_the_oracle() -> None:
     v = 5
     x = np.zeros((1, 2, v), dtype=np.float32)
-    case = {
+    case: dict[str, Any] = {
         "target_logits": x,
         "target_temperature": 1.0,
         **two_slot_draft(1, 1, 1, REJECT_Q, 3),

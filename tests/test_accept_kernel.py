@@ -7,10 +7,13 @@ Each case names the code path it hits.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 torch = pytest.importorskip("torch")
 if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
@@ -127,8 +130,9 @@ def test_uniform_below_on_the_device_matches_the_reference() -> None:
     for dom in (DOMAIN_ACCEPT, DOMAIN_RESIDUAL):
         want = ref.uniform_below(seed, zero, zero, dom, s)
 
-        def t(a: np.ndarray[Any, Any]) -> torch.Tensor:
-            return torch.from_numpy(a.view(np.int64).copy()).to(DEV)
+        def t(a: np.ndarray[Any, Any]) -> Tensor:
+            on_device: Tensor = torch.from_numpy(a.view(np.int64).copy()).to(DEV)
+            return on_device
 
         got = uniform_below_dev(t(seed), t(zero), t(zero), dom, t(s)).cpu().numpy().view(np.uint64)
         assert_same(got, want, f"uniform_below, domain {dom:#x}")

@@ -6,9 +6,13 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 torch = pytest.importorskip("torch")
 
@@ -29,7 +33,7 @@ class TableDrafter:
     def vocab_size(self) -> int:
         return int(self.table.shape[1])
 
-    def __call__(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+    def __call__(self, tokens: Tensor) -> list[Tensor]:
         return list(torch.split(self.table[tokens[:, -1]], self.sizes, dim=1))
 
 

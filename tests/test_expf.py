@@ -144,7 +144,8 @@ def expf_inputs(n_random: int, seed: int) -> npt.NDArray[np.float32]:
         near_midpoint_inputs(100, seed),  # fp64 e^z within 2^-20 binary32 ulp of a midpoint
         hard_case_file()[0],  # the audit's hardest inputs
     ]
-    return np.concatenate(parts).astype(np.float32)
+    inputs: npt.NDArray[np.float32] = np.concatenate(parts).astype(np.float32)
+    return inputs
 
 
 def test_input_set_is_large_and_covers_the_hard_cases() -> None:

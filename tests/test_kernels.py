@@ -35,13 +35,16 @@ def kernel_outputs(case: Case) -> Expected:
         x = torch.from_numpy(bits.view(np.int32).copy()).view(torch.float32)
     else:
         x = torch.from_numpy(bits.view(np.int16).copy()).view(getattr(torch, case.dtype))
+    seed, rnd, pos = (
+        torch.from_numpy(np.asarray(a, np.uint64).view(np.int64)).to(DEVICE)
+        for a in (case.seed, case.round, case.position)
+    )
     out = propose(
         x.to(DEVICE),
         torch.from_numpy(np.asarray(case.target_temperature, np.float32)).to(DEVICE),
-        *(
-            torch.from_numpy(np.asarray(a, np.uint64).view(np.int64)).to(DEVICE)
-            for a in (case.seed, case.round, case.position)
-        ),
+        seed,
+        rnd,
+        pos,
         float(case.tau),
     )
     return Expected(*(getattr(out, f).cpu().numpy() for f in ("status", "token", "ids", "tickets")))

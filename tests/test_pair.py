@@ -292,7 +292,7 @@ def spawn(world: int, jobs: list[Job]) -> list[dict[str, Any]]:
     saved = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"  # inherited by the spawned workers
     try:
-        ctx = tmp.start_processes(
+        ctx = tmp.start_processes(  # type: ignore[attr-defined, no-untyped-call]
             _worker, args=(world, _free_port(), outdir, jobs), nprocs=world, join=False, start_method="spawn"
         )
     finally:
@@ -532,7 +532,8 @@ def world_of_one(kernels: Any) -> Any:
 
     if dist.is_initialized():
         pytest.skip("a default process group already exists in this process")
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=30))
+    store = dist.HashStore()  # type: ignore[attr-defined]
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=timedelta(seconds=30))
     try:
         yield kernels[0]
     finally:

@@ -31,7 +31,8 @@ FIELDS = ("tokens", "status", "ids", "tickets")
 
 
 def event_times(fn: Callable[[], Any], reps: int) -> dict[str, float]:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     times = []
     for _ in range(reps):
         start.record()
@@ -53,10 +54,21 @@ def draft_latency() -> list[dict[str, Any]]:
             rnd = torch.zeros(b, dtype=torch.int64, device="cuda")
             pos = torch.ones(b, dtype=torch.int64, device="cuda")
             temp = torch.ones(b, dtype=torch.float32, device="cuda")
-            modes: dict[str, Callable[[], Any]] = {
-                "greedy": lambda d=drafter, c=ctx: d.draft(c),
-                "sampled": lambda d=drafter, c=ctx, t=temp, s=seed, r=rnd, p=pos: d.draft_sampled(c, t, s, r, p),
-            }
+
+            def greedy(d: TPDrafter = drafter, c: torch.Tensor = ctx) -> Any:
+                return d.draft(c)
+
+            def sampled(
+                d: TPDrafter = drafter,
+                c: torch.Tensor = ctx,
+                t: torch.Tensor = temp,
+                s: torch.Tensor = seed,
+                r: torch.Tensor = rnd,
+                p: torch.Tensor = pos,
+            ) -> Any:
+                return d.draft_sampled(c, t, s, r, p)
+
+            modes: dict[str, Callable[[], Any]] = {"greedy": greedy, "sampled": sampled}
             for mode, fn in modes.items():
                 replay, graphed = cuda_graph(fn)
                 for _ in range(20):
@@ -92,7 +104,11 @@ def verifier() -> list[dict[str, Any]]:
                           seed=seed.cpu().numpy().view(np.uint64), round=0, position=1)
         parity = all(np.array_equal(getattr(got, f).cpu().numpy(), getattr(want, f))
                      for f in ("status", "accepted", "tokens"))
-        timing = event_times(lambda a=args: verify_dev(*a), 20)
+
+        def run(a: tuple[Any, ...] = args) -> Any:
+            return verify_dev(*a)
+
+        timing = event_times(run, 20)
         rows.append({"verify": "Triton, one program per row, eager", "V": V, "depth": DEPTH, "B": b, "T": temp,
                      "parity": parity, "accepted": want.accepted.tolist()[:8], **timing,
                      "first_call_s": round(first, 1)})

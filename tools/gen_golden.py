@@ -43,8 +43,8 @@ def unif(key: int, shape: tuple[int, ...]) -> npt.NDArray[np.float64]:
 def logits_like(key: int, b: int, v: int, scale: float) -> npt.NDArray[np.float32]:
     """Bell-shaped logits (a sum of four uniforms) plus a few large spikes, as a drafter's logits look."""
     u = unif(key, (5, b, v))
-    bell = (((u[0] + u[1]) + u[2]) + u[3] - 2.0) * scale
-    spikes = np.where(u[4] < 0.002, 4.0 * scale * u[4] * 500.0, 0.0)
+    bell: npt.NDArray[np.float64] = (((u[0] + u[1]) + u[2]) + u[3] - 2.0) * scale
+    spikes: npt.NDArray[np.float64] = np.where(u[4] < 0.002, 4.0 * scale * u[4] * 500.0, 0.0)
     return (bell + spikes).astype(np.float32)
 
 
@@ -211,26 +211,26 @@ def build_cases() -> list[Case]:
                   logits_like(9, 2, 33, 5.0), tau=F32_MAX, seed=[1, 2]))
     add(make_case("all_equal_v33", "33 equal logits: IDs 0..31 share 2^24 equally, ID 32 is left out",
                   np.full((1, 33), 1.25, dtype=np.float32), tau=0.5))
-    bits = raw(10, 4 * 64).astype(np.uint16).reshape(4, 64)
-    bits[0] &= 0x83FF  # fp16 subnormals and zeros
-    bits[1:] = np.where((bits[1:] & 0x7C00) == 0x7C00, bits[1:] & 0xFBFF, bits[1:])  # finite
-    bits[2, 5] = 0xFC00  # -inf
-    bits[3, 9] = 0x7E00  # NaN
+    words = raw(10, 4 * 64).astype(np.uint16).reshape(4, 64)
+    words[0] &= 0x83FF  # fp16 subnormals and zeros
+    words[1:] = np.where((words[1:] & 0x7C00) == 0x7C00, words[1:] & 0xFBFF, words[1:])  # finite
+    words[2, 5] = 0xFC00  # -inf
+    words[3, 9] = 0x7E00  # NaN
     add(make_case("fp16_rows", "fp16 logits (subnormals, -inf, a NaN row) are widened exactly (§2.1)",
-                  bits.view(np.float16), dtype="float16", seed=[1, 2, 3, 4]))
+                  words.view(np.float16), dtype="float16", seed=[1, 2, 3, 4]))
     add(make_case("fp16_extremes", "fp16 +-65504, the smallest subnormal 2^-24 and -0.0",
                   np.array([[65504.0, -65504.0, 2.0**-24, -(2.0**-24), neg_zero, 0.0]], dtype=np.float16),
                   dtype="float16", tau=1e-4))
     add(make_case("fp16_negative_extremes", "fp16 logits near -65504 with a sampled tau: the row maximum is -65408",
                   np.array([[-65504.0, -65472.0, -65440.0, -65504.0, -65408.0]], dtype=np.float16), dtype="float16",
                   tau=16.0))
-    bits = raw(11, 4 * 64).astype(np.uint16).reshape(4, 64)
-    bits[0] &= 0x807F  # bf16 subnormals and zeros
-    bits[1:] = np.where((bits[1:] & 0x7F80) == 0x7F80, bits[1:] & 0xBFFF, bits[1:])  # finite
-    bits[2, :5] = 0xFF80  # -inf
-    bits[3, 1] = 0x7F80  # +inf
+    words = raw(11, 4 * 64).astype(np.uint16).reshape(4, 64)
+    words[0] &= 0x807F  # bf16 subnormals and zeros
+    words[1:] = np.where((words[1:] & 0x7F80) == 0x7F80, words[1:] & 0xBFFF, words[1:])  # finite
+    words[2, :5] = 0xFF80  # -inf
+    words[3, 1] = 0x7F80  # +inf
     add(make_case("bf16_rows", "bf16 bit patterns (subnormals, -inf, a +inf row) widened by << 16 (§2.1)",
-                  bits, dtype="bfloat16", seed=[1, 2, 3, 4]))
+                  words, dtype="bfloat16", seed=[1, 2, 3, 4]))
     cases.extend(draw_boundary_cases())
     # Left to right, (0.5 + 1 + 0.5) + tiny... stays 2; the pairwise tree adds the tiny weights among themselves
     # first and ends at 2 + 2ulp, which moves floor(0.5 * 2^24 / S) of the non-rank-0 slots 0 and 2.

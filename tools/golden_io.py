@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -83,7 +83,7 @@ def _hex32(x: np.float32 | np.floating) -> str:
 
 
 def _from_hex32(h: str) -> np.float32:
-    return np.array([int(h, 16)], dtype=np.uint32).view(np.float32)[0]
+    return cast(np.float32, np.array([int(h, 16)], dtype=np.uint32).view(np.float32)[0])
 
 
 def case_to_json(case: Case) -> str:
@@ -198,7 +198,9 @@ def count_mismatching_rows(cases: Iterable[Case], impl: Impl | None = None, repo
     """Run impl (default pp3.reference.propose) on every case; return the number of rows whose outputs differ from
     the expected ones in any field. Diagnostics for each mismatching row are appended to `report`."""
     if impl is None:
-        from pp3.reference import propose as impl
+        from pp3.reference import propose
+
+        impl = propose
     bad = 0
     for case in cases:
         got = _as_expected(impl(**case.args()))

@@ -26,7 +26,7 @@ CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuob
 
 
 def sass_stats(fn: object, sig: dict[str, str], consts: dict[str, object], warps: int) -> dict[str, int]:
-    src = ASTSource(fn, sig, constexprs=consts)  # type: ignore[arg-type]
+    src = ASTSource(fn, sig, constexprs=consts)
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={**EXACT, "num_warps": warps})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(k.asm["cubin"])
