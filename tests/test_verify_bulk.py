@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-import torch
 
-import pp3.kernels
-import pp3.reference as ref
-from pp3 import verify
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = pytest.importorskip("torch")  # the reference-only runs (Python 3.12, 3.13) have no torch
+
+import pp3.kernels  # noqa: E402
+import pp3.reference as ref  # noqa: E402
+from pp3 import verify  # noqa: E402
 
 
 def _reference_kernel(flip_row: int | None) -> Any:
-    def propose(x: torch.Tensor, temp: torch.Tensor, seed: Any, rnd: Any, pos: Any) -> Any:
+    def propose(x: Tensor, temp: Tensor, seed: Any, rnd: Any, pos: Any) -> Any:
         u64 = [t.numpy().view(np.uint64) for t in (seed, rnd, pos)]
         out = ref.propose(x.numpy(), temp.numpy(), *u64)
         token = out.token.copy()

@@ -5,7 +5,7 @@
 #   verify    python -m pp3.verify --full (104 cases) and the PTX audit of the kernels actually launched
 #   bulk N S  N bulk rows at V=163840 with --bulk-seed S (rows copied to shared memory, reference in a process pool)
 #   expf      exhaustive device exponential (≈20 s)
-#   props     Hypothesis proptests, profile gpu
+#   props     Hypothesis proptests that run kernels (parity, invariances), profile gpu, -v with durations
 #   stats     python -m stats --device cuda (≥ 10^7 draws per vector)
 #   stages    python -m bench.stages: per-stage latency of the selector's helpers (≈1 min)
 #   bench     python -m bench (BENCH_B, BENCH_D, BENCH_TILES, BENCH_WARPS, BENCH_TIMEOUT)
@@ -19,6 +19,9 @@ set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-results}"
 mkdir -p "$OUT"
+# The kernel-facing property tests first (the parity tests, then the invariances); test_catches_bugs.py checks the
+# reference's mutants only, needs no GPU and runs in CI. -v and --durations name where the time goes.
+PROPS_ARGS="-v --durations=20 -p no:cacheprovider proptests/test_kernel_vs_reference.py proptests/test_invariance.py"
 while [ $# -gt 0 ]; do
   s="$1"; shift
   echo "=== $s ($(date +%T))"
@@ -46,8 +49,8 @@ PY
         | tee "$OUT/bulk_$seed.log" | tail -6 ;;
     expf) timeout 200 python3 tools/gpu_expf_audit.py 2>&1 | tee "$OUT/expf_audit.log" | tail -4 ;;
     props)
-      HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-400}" python3 -m pytest -q proptests -p no:cacheprovider 2>&1 \
-        | tee "$OUT/props.log" | tail -6 ;;
+      HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-560}" python3 -m pytest $PROPS_ARGS 2>&1 \
+        | tee "$OUT/props.log" | tail -25 ;;
     stats) timeout "${STATS_TIMEOUT:-500}" python3 -m stats --quick --device cuda --out "$OUT" 2>&1 | tee "$OUT/stats.log" | tail -40 ;;
     bench)
       timeout "${BENCH_TIMEOUT:-420}" python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} \
@@ -85,7 +88,7 @@ $(grep -v '^\s*$' "$OUT/flashinfer.log" | tail -1 | cut -c1-300)"
     propsbulk)
       # Hypothesis (gpu profile) and the bulk rows at once: neither is timed, and they share the GPU and CPUs well.
       n="$1"; seed="$2"; shift 2
-      HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-400}" python3 -m pytest -q proptests -p no:cacheprovider \
+      HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-400}" python3 -m pytest $PROPS_ARGS \
         > "$OUT/props.log" 2>&1 &
       props_pid=$!
       timeout "${BULK_TIMEOUT:-560}" python3 -m pp3.verify --full --bulk-only --bulk-rows "$n" --bulk-seed "$seed" \
