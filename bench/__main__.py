@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -160,16 +161,9 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
 
     def pp3_pdl(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
         def step() -> None:  # the launch attribute is fixed when the graph is captured
-            saved = os.environ.get("PP3_PDL")
-            os.environ["PP3_PDL"] = "1"
-            try:
+            with mock.patch.dict(os.environ, {"PP3_PDL": "1"}):
                 for d, x in enumerate(xs):
                     propose(x, k["temp"], k["seed"], k["round"], k["pos"][d])
-            finally:
-                if saved is None:
-                    del os.environ["PP3_PDL"]
-                else:
-                    os.environ["PP3_PDL"] = saved
 
         return step
 

@@ -22,6 +22,13 @@ mkdir -p "$OUT"
 # The kernel-facing property tests first (the parity tests, then the invariances); test_catches_bugs.py checks the
 # reference's mutants only, needs no GPU and runs in CI. -v and --durations name where the time goes.
 PROPS_ARGS="-v --durations=20 -p no:cacheprovider proptests/test_kernel_vs_reference.py proptests/test_invariance.py"
+run_props() {  # $1: the timeout when PROPS_TIMEOUT is unset
+  HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-$1}" python3 -m pytest $PROPS_ARGS > "$OUT/props.log" 2>&1
+}
+run_bulk() {  # N rows with --bulk-seed S; the process pool's shutdown warnings are dropped from the log
+  timeout "${BULK_TIMEOUT:-560}" python3 -m pp3.verify --full --bulk-only --bulk-rows "$1" --bulk-seed "$2" 2>&1 \
+    | grep -v -E 'resource_tracker|warnings.warn' | tee "$OUT/bulk_$2.log" | tail -4
+}
 while [ $# -gt 0 ]; do
   s="$1"; shift
   echo "=== $s ($(date +%T))"
@@ -45,12 +52,10 @@ PY
       ;;
     bulk)
       n="$1"; seed="$2"; shift 2
-      timeout "${BULK_TIMEOUT:-560}" python3 -m pp3.verify --full --bulk-only --bulk-rows "$n" --bulk-seed "$seed" 2>&1 \
-        | tee "$OUT/bulk_$seed.log" | tail -6 ;;
+      run_bulk "$n" "$seed" ;;
     expf) timeout 200 python3 tools/gpu_expf_audit.py 2>&1 | tee "$OUT/expf_audit.log" | tail -4 ;;
     props)
-      HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-560}" python3 -m pytest $PROPS_ARGS 2>&1 \
-        | tee "$OUT/props.log" | tail -25 ;;
+      run_props 560; echo "proptests exit $?"; tail -25 "$OUT/props.log" ;;
     stats) timeout "${STATS_TIMEOUT:-500}" python3 -m stats --quick --device cuda --out "$OUT" 2>&1 | tee "$OUT/stats.log" | tail -40 ;;
     bench)
       timeout "${BENCH_TIMEOUT:-420}" python3 -m bench --batch ${BENCH_B:-1 2 4} --depth ${BENCH_D:-5 10} \
@@ -88,11 +93,9 @@ $(grep -v '^\s*$' "$OUT/flashinfer.log" | tail -1 | cut -c1-300)"
     propsbulk)
       # Hypothesis (gpu profile) and the bulk rows at once: neither is timed, and they share the GPU and CPUs well.
       n="$1"; seed="$2"; shift 2
-      HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-400}" python3 -m pytest $PROPS_ARGS \
-        > "$OUT/props.log" 2>&1 &
+      run_props 400 &
       props_pid=$!
-      timeout "${BULK_TIMEOUT:-560}" python3 -m pp3.verify --full --bulk-only --bulk-rows "$n" --bulk-seed "$seed" \
-        2>&1 | grep -v -E 'resource_tracker|warnings.warn' | tee "$OUT/bulk_$seed.log" | tail -4
+      run_bulk "$n" "$seed"
       wait "$props_pid"; echo "proptests exit $?"; tail -4 "$OUT/props.log" ;;
     stages) timeout "${STAGES_TIMEOUT:-300}" python3 -m bench.stages 2>&1 | tee "$OUT/stages.log" | tail -30 ;;
     accept)
