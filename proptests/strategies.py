@@ -465,6 +465,60 @@ def threshold_case(fmt: str, blocks: int, extras: int, *, tile: int | None, temp
     return make_case(fmt, [x.tolist()], temperature=temperature, seed=blocks * 1000 + extras, tile=tile)
 
 
+def column_threshold_case(fmt: str, tile: int, n: int, extras: int, *, temperature: float = 1.0) -> Case:
+    """Launch 1's threshold for a partial tile: one row of V = n entries in one tile of ``tile`` (>= 1024) entries,
+    so fewer than 32 of the tile's G = min(tile / 32, 64) groups of C = tile / G entries are nonempty, the group
+    threshold is 0 and the kernel thresholds by the C column maxima instead (column c: entries i = c mod C).
+
+    Column c's maximum 10 + c sits at entry c; ``extras`` entries of value (10 + C - 32) + 0.5 sit lower in the
+    columns whose maximum is larger (no column maximum changes); everything else is -1. So 32 + extras keys are
+    >= tau = the 32nd largest column maximum: extras = 32 / 33 gives 64 / 65 survivors, 96 / 97 gives 128 / 129,
+    the edges of the 64-slot rank, the 128-slot rank and the rounds fallback.
+    """
+    g = min(tile // 32, 64)
+    c = tile // g
+    if not (tile >= 1024 and 2 * c <= n <= 31 * c):
+        raise ValueError(f"need tile >= 1024 and {2 * c} <= n <= {31 * c}, got tile {tile}, n {n}")
+    x = np.full(n, -1.0)
+    x[:c] = 10.0 + np.arange(c)
+    free = [r * c + col for col in range(c - 31, c) for r in range(1, -(-n // c)) if r * c + col < n]
+    if extras > len(free):
+        raise ValueError(f"extras: at most {len(free)}, got {extras}")
+    x[free[:extras]] = 10.0 + c - 32 + 0.5
+    return make_case(fmt, [x.tolist()], temperature=temperature, seed=n * 1000 + extras, tile=tile)
+
+
+SECOND_CANDIDATE_TILES = 45  # launch 2 thresholds by the tiles' second candidates up to this many tiles, else maxima
+
+
+def merge_threshold_case(fmt: str, n_tiles: int, extras: int, *, temperature: float = 1.0) -> Case:
+    """Launch 2's threshold over ``n_tiles`` tiles of 32 entries (every entry is a tile candidate), 17 .. 64 tiles.
+
+    Up to SECOND_CANDIDATE_TILES tiles the kernel takes tau = the 16th largest second candidate: tile t holds
+    10 + t + 0.25 and 10 + t, so the top 16 tiles give 32 keys >= tau and no other tile's maximum reaches it. Above,
+    tau = the 32nd largest tile maximum: tile t holds one 10 + t. ``extras`` entries of value tau + 0.5 sit in tiles
+    whose second candidate (or maximum) is larger, which changes no tile's first two; everything else is -1. So
+    exactly 32 + extras keys survive (64 / 65: the 64-slot rank's edge; 128 / 129: the rounds fallback's).
+    """
+    if not 17 <= n_tiles <= 64:
+        raise ValueError(f"n_tiles: expected 17 .. 64, got {n_tiles}")
+    x = np.full((n_tiles, 32), -1.0)
+    t = np.arange(n_tiles)
+    if n_tiles <= SECOND_CANDIDATE_TILES:
+        x[:, 0] = 10.0 + t + 0.25
+        x[:, 1] = 10.0 + t
+        tau, first_free, hosts = 10.0 + n_tiles - 16, 2, range(n_tiles - 15, n_tiles)
+    else:
+        x[:, 0] = 10.0 + t
+        tau, first_free, hosts = 10.0 + n_tiles - 32, 1, range(n_tiles - 31, n_tiles)
+    free = [(h, j) for h in hosts for j in range(first_free, 32)]
+    if extras > len(free):
+        raise ValueError(f"extras: at most {len(free)}, got {extras}")
+    for h, j in free[:extras]:
+        x[h, j] = tau + 0.5
+    return make_case(fmt, [x.ravel().tolist()], temperature=temperature, seed=n_tiles * 1000 + extras, tile=32)
+
+
 FORMAT_NAMES = ("fp32", "fp16", "bf16")
 
 

@@ -8,6 +8,7 @@ temperature, seed, round and position, and a ``make_case(...)`` line that replay
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given
 
 from proptests._harness import MARKS, assert_same, run_kernel, run_reference
@@ -19,7 +20,9 @@ from proptests.strategies import (
     U64_MAX,
     Case,
     cases,
+    column_threshold_case,
     make_case,
+    merge_threshold_case,
     threshold_case,
 )
 
@@ -215,8 +218,8 @@ def test_bf16_matches_reference(case: Case) -> None:
 THRESHOLD_EDGES = [
     threshold_case("fp32", 32, 96, tile=1024),  # launch 1, tile 1024: 128 survivors
     threshold_case("fp32", 32, 97, tile=1024),  # launch 1, tile 1024: 129 survivors, fallback
-    threshold_case("fp32", 32, 96, tile=32),  # launch 2 over 32 tiles: 128 survivors
-    threshold_case("bf16", 32, 97, tile=32),  # launch 2 over 32 tiles: 129 survivors, fallback
+    threshold_case("fp32", 32, 96, tile=32),  # launch 2 over 32 tiles (now thresholded by second candidates)
+    threshold_case("bf16", 32, 97, tile=32),  # launch 2 over 32 tiles
     threshold_case("bf16", 64, 32, tile=2048),  # launch 1, tile 2048: 64 survivors
     threshold_case("fp16", 64, 33, tile=2048),  # launch 1, tile 2048: 65 survivors, fallback
     threshold_case("fp32", 128, 32, tile=4096),  # launch 1, tile 4096: 64 survivors
@@ -243,4 +246,26 @@ PADDED_129 = make_case("fp32", [_R.tolist()], temperature=1.0, seed=129, tile=10
 @example(case=THRESHOLD_EDGES[7])
 def test_large_vocab_matches_reference(case: Case) -> None:
     """V up to 4200: many tiles (launch 2 merging up to 132 tiles' candidates) or large tiles (launch 1)."""
+    check(case)
+
+
+# Exactly 64 / 65 / 128 / 129 survivors of each threshold the kernels take (pp3/kernels/_select.py): the edges of
+# the 64-slot rank, the 128-slot rank and the rounds fallback. Launch 1 on a partial tile (fewer than 32 nonempty
+# groups: the column maxima), at tiles 1024 (128 slots, tiered), 2048 and 4096 (64 slots); launch 2 over 17, 32
+# and 45 tiles (the second candidates) and 46 and 64 tiles (the tile maxima).
+SURVIVOR_EDGES = [
+    *(column_threshold_case("fp32", 1024, 512, e) for e in (32, 33, 96, 97)),
+    column_threshold_case("fp16", 2048, 992, 32),
+    column_threshold_case("bf16", 2048, 992, 33),
+    column_threshold_case("fp32", 4096, 1984, 32),
+    column_threshold_case("fp32", 4096, 1984, 33),
+    *(merge_threshold_case("fp32", t, e) for t in (32, 64) for e in (32, 33, 96, 97)),
+    merge_threshold_case("bf16", 17, 97),
+    merge_threshold_case("fp16", 45, 33),
+    merge_threshold_case("fp32", 46, 65),
+]
+
+
+@pytest.mark.parametrize("case", SURVIVOR_EDGES, ids=lambda c: f"V{c.v}-tile{c.tile}-{c.fmt.name}-s{c.seed[0]}")
+def test_threshold_survivor_edges_match_reference(case: Case) -> None:
     check(case)

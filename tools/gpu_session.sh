@@ -19,9 +19,15 @@ set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-results}"
 mkdir -p "$OUT"
+# Compiled kernels (Triton), FlashInfer's JIT build and its installed wheels live in the repository's ignored
+# .gpucache/, which the device tool keeps between calls on a machine that is still warm: the next call skips them.
+export TRITON_CACHE_DIR="$PWD/.gpucache/triton" FLASHINFER_WORKSPACE_BASE="$PWD/.gpucache"
+FI_SITE="$PWD/.gpucache/site"
 # The kernel-facing property tests first (the parity tests, then the invariances); test_catches_bugs.py checks the
 # reference's mutants only, needs no GPU and runs in CI. -v and --durations name where the time goes.
-PROPS_ARGS="-v --durations=20 -p no:cacheprovider proptests/test_kernel_vs_reference.py proptests/test_invariance.py"
+# -n: the tests run in PROPS_WORKERS processes (pytest-xdist; each test function stays in one process).
+PROPS_ARGS="-v --durations=25 -p no:cacheprovider -n ${PROPS_WORKERS:-6} proptests/test_kernel_vs_reference.py \
+proptests/test_invariance.py"
 run_props() {  # $1: the timeout when PROPS_TIMEOUT is unset
   HYPOTHESIS_PROFILE=gpu timeout "${PROPS_TIMEOUT:-$1}" python3 -m pytest $PROPS_ARGS > "$OUT/props.log" 2>&1
 }
@@ -70,9 +76,9 @@ PY
     flashinfer)
       # FlashInfer from wheels carried in .whl (device README); its JIT build is warmed here, under a timeout, so
       # a failure or a slow build costs this step only: the bench then records why it has no FlashInfer row.
-      if ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile \
-          --no-cache-dir --target /tmp/site .whl/*.whl > "$OUT/flashinfer.log" 2>&1; then
-        export PYTHONPATH="$PYTHONPATH:/tmp/site"
+      if [ -d "$FI_SITE/flashinfer" ] || { ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index \
+          --no-deps --no-compile --no-cache-dir --target "$FI_SITE" .whl/*.whl > "$OUT/flashinfer.log" 2>&1; }; then
+        export PYTHONPATH="$PYTHONPATH:$FI_SITE"
         if timeout "${FI_TIMEOUT:-120}" python3 -c "
 import torch, flashinfer, flashinfer.sampling as s
 x = torch.randn(4, 163840, device='cuda')
