@@ -59,9 +59,14 @@ def time_graph(
     import torch
 
     graphs = []
+    # Every set's step stays alive until the replays end: a step may own tensors that only its graph reads (the
+    # "launch 2 only" candidates). Dropping them was a use-after-free: their blocks went back to the allocator while
+    # the graph still read them, and once a block was unmapped the replay faulted (bench/NOTES.md, "The fault").
+    steps = []
     stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     for s in range(n_sets):
         step = build(s)
+        steps.append(step)
         stream.wait_stream(torch.cuda.current_stream())  # build() may have queued work there (inputs, candidates)
         with torch.cuda.stream(stream):
             for _ in range(3):  # warm-up outside capture: compile, allocate caches
@@ -72,6 +77,9 @@ def time_graph(
             step()
         graphs.append(g)
     torch.cuda.synchronize()
+    # Hand every unused cached block back to the driver before replaying: a graph that reads freed memory then
+    # faults at once instead of reading stale data (a self-check of the harness; it costs no replay time).
+    torch.cuda.empty_cache()
     for i in range(warmup):
         graphs[i % n_sets].replay()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]  # type: ignore[no-untyped-call]
@@ -81,6 +89,7 @@ def time_graph(
         graphs[i % n_sets].replay()
         ends[i].record()
     torch.cuda.synchronize()
+    del steps
     us = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, ends, strict=True))
     return {
         "median_us": statistics.median(us),
@@ -294,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     ap.add_argument("--depth", type=int, nargs="+", default=[5, 10])
     ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
-    ap.add_argument("--impl", nargs="+", default=None, help="subset of implementation names")
+    ap.add_argument("--impl", nargs="+", default=None, help="implementations to time: full names, or a first word (flashinfer, torch) for a family")
     ap.add_argument("--replays", type=int, default=300)
     ap.add_argument("--tiles", type=int, nargs="*", default=[], help="extra fixed tile sizes to time (default: auto)")
     ap.add_argument("--out", default="results")
@@ -320,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         version = getattr(__import__("flashinfer"), "__version__", "?")
         impls[f"flashinfer {version} top-k sampling"] = fi
     if args.impl:
-        impls = {k: v for k, v in impls.items() if k in args.impl}
+        # a full name, or its first word for a family ("flashinfer", whose name carries its version; "torch")
+        impls = {k: v for k, v in impls.items() if k in args.impl or k.split(" ")[0] in args.impl}
     for v in args.vocab:
         for dtype_name in args.dtype:
             dtype = getattr(torch, dtype_name)

@@ -70,9 +70,10 @@ PY
     benchv)
       # The other vocabularies (issue 5): fp32, depth 5, B = 1, 4, 64, the main implementations only.
       mkdir -p "$OUT/vocab"
-      timeout "${BENCHV_TIMEOUT:-200}" python3 -m bench --vocab 32000 128256 151936 262144 --batch 1 4 64 --depth 5 \
-        --dtype float32 --replays 200 --out "$OUT/vocab" --impl "pp3 sampled" "pp3 greedy (T0)" "torch argmax" \
-        "torch topk+softmax+sample" 2>&1 | tee "$OUT/vocab/bench.log" | tail -14 ;;
+      timeout "${BENCHV_TIMEOUT:-200}" python3 -m bench --vocab 32000 128256 151936 262144 --batch ${BENCHV_B:-1 4 64} \
+        --depth 5 --dtype float32 --replays 200 --out "$OUT/vocab" --impl "pp3 sampled" "pp3 sampled, PDL" \
+        "pp3 greedy (T0)" "pp3 launch 1 only" "pp3 launch 2 only" "torch argmax" "torch topk+softmax+sample" \
+        "flashinfer" 2>&1 | tee "$OUT/vocab/bench.log" | tail -14 ;;
     flashinfer)
       # FlashInfer from wheels carried in .whl (device README); its JIT build is warmed here, under a timeout, so
       # a failure or a slow build costs this step only: the bench then records why it has no FlashInfer row.

@@ -8,7 +8,9 @@ allocator's segments, not single tensors). Each mode runs in its own process (a 
 
 MODE: ``eager`` (launch 1 then launch 2 per input, synchronised after each; run it under compute-sanitizer with
 PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that every tensor is its own allocation), ``graph`` (bench's own time_graph
-on the "launch 2 only" factory), ``graph-seq`` (the bench's sequence: "launch 1 only" then "launch 2 only").
+on the "launch 2 only" factory), ``graph-seq`` (the bench's sequence: "launch 1 only" then "launch 2 only"),
+``uaf-old`` (the harness before the fix: each set's step, which owns the candidates its graph reads, is dropped
+after capture; then the allocator's free blocks go back to the driver and the graphs replay: expected to fault).
 Prints one line per step; the last line names the step that faulted.
 """
 
@@ -31,7 +33,7 @@ def step(name: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("eager", "graph", "graph-seq"))
+    ap.add_argument("mode", choices=("eager", "graph", "graph-seq", "uaf-old"))
     ap.add_argument("--b", type=int, default=64)
     ap.add_argument("--depth", type=int, default=10)
     ap.add_argument("--v", type=int, default=163840)
@@ -57,6 +59,27 @@ def main() -> int:
                 step(f"set {s} depth {d}: propose")
         return 0
     impls = bench_main.implementations([None])
+    if args.mode == "uaf-old":
+        graphs = []
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+        for s in range(n_sets):
+            run = impls["pp3 launch 2 only"](xs_sets[s], keys)  # owns the candidates; dropped below, as before
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(3):
+                    run()
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=stream):
+                run()
+            graphs.append(g)
+        del run
+        step("captured; steps dropped")
+        torch.cuda.empty_cache()
+        for i in range(20):
+            graphs[i % n_sets].replay()
+        step("replayed 20 times")
+        return 0
     names = ["pp3 launch 1 only", "pp3 launch 2 only"] if args.mode == "graph-seq" else ["pp3 launch 2 only"]
     for name in names:
         factory = impls[name]
