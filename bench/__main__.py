@@ -303,7 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     ap.add_argument("--depth", type=int, nargs="+", default=[5, 10])
     ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
-    ap.add_argument("--impl", nargs="+", default=None, help="implementations to time: full names, or a first word (flashinfer, torch) for a family")
+    ap.add_argument(
+        "--impl", nargs="+", default=None, help="implementations: full names, or a family's first word (flashinfer)"
+    )
     ap.add_argument("--replays", type=int, default=300)
     ap.add_argument("--tiles", type=int, nargs="*", default=[], help="extra fixed tile sizes to time (default: auto)")
     ap.add_argument("--out", default="results")
