@@ -168,9 +168,9 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
 
         return make
 
-    def pp3_pdl(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+    def pp3_no_pdl(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
         def step() -> None:  # the launch attribute is fixed when the graph is captured
-            with mock.patch.dict(os.environ, {"PP3_PDL": "1"}):
+            with mock.patch.dict(os.environ, {"PP3_PDL": "0"}):
                 for d, x in enumerate(xs):
                     propose(x, k["temp"], k["seed"], k["round"], k["pos"][d])
 
@@ -229,7 +229,7 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
         out[f"pp3 sampled warps={w1},{w2}"] = pp3_warps(w1, w2)
     out.update(
         {
-            "pp3 sampled, PDL": pp3_pdl,
+            "pp3 sampled, no PDL": pp3_no_pdl,
             "pp3 greedy (T0)": pp3_greedy,
             "pp3 launch 1 only": pp3_launch1,
             "pp3 launch 2 only": pp3_launch2,

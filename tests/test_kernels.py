@@ -172,3 +172,27 @@ def test_ptx_audit_catches_default_options() -> None:
 
 def test_exact_options_are_passed_on_every_launch() -> None:
     assert select.EXACT == {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+
+
+@pytest.mark.parametrize(
+    ("env", "capability", "interpret", "expected"),
+    [
+        ({}, (9, 0), "0", True),  # Hopper: on by default
+        ({"PP3_PDL": "1"}, (9, 0), "0", True),
+        ({"PP3_PDL": "0"}, (9, 0), "0", False),  # the switch
+        ({}, (8, 0), "0", False),  # Ampere has no griddepcontrol
+        ({}, (9, 0), "1", False),  # never in the interpreter
+    ],
+)
+def test_pdl_default_and_switch(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], capability: tuple[int, int], interpret: str, expected: bool
+) -> None:
+    """Programmatic dependent launch: on for CUDA devices of compute capability >= 9, off with PP3_PDL=0, on older
+    devices and in the interpreter (select.use_pdl, read at every launch)."""
+    monkeypatch.delenv("PP3_PDL", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert select.use_pdl(torch.device("cuda", 0)) is expected
+    assert select.use_pdl(torch.device("cpu")) is False

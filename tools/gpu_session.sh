@@ -71,7 +71,7 @@ PY
       # The other vocabularies (issue 5): fp32, depth 5, B = 1, 4, 64, the main implementations only.
       mkdir -p "$OUT/vocab"
       timeout "${BENCHV_TIMEOUT:-200}" python3 -m bench --vocab 32000 128256 151936 262144 --batch ${BENCHV_B:-1 4 64} \
-        --depth 5 --dtype float32 --replays 200 --out "$OUT/vocab" --impl "pp3 sampled" "pp3 sampled, PDL" \
+        --depth 5 --dtype float32 --replays 200 --out "$OUT/vocab" --impl "pp3 sampled" "pp3 sampled, no PDL" \
         "pp3 greedy (T0)" "pp3 launch 1 only" "pp3 launch 2 only" "torch argmax" "torch topk+softmax+sample" \
         "flashinfer" 2>&1 | tee "$OUT/vocab/bench.log" | tail -14 ;;
     flashinfer)

@@ -50,11 +50,13 @@ EXACT = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 
 
 def use_pdl(device: torch.device) -> bool:
-    """Programmatic dependent launch for both launches, opt-in: PP3_PDL=1, on CUDA devices of compute capability
-    >= 9 (Hopper), never in the interpreter. It only lets a launch start early and wait (griddepcontrol) for the
-    previous kernel; it changes no arithmetic. Off by default: the H200 benchmark of 2026-11-30 hit an illegal
-    memory access, not yet explained, in a run with it on (bench/NOTES.md, attempt 4). Read at every launch."""
-    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("PP3_PDL") != "1":
+    """Programmatic dependent launch for both launches, on CUDA devices of compute capability >= 9 (Hopper), never
+    in the interpreter; PP3_PDL=0 turns it off. It only lets a launch start early: both kernels wait
+    (griddepcontrol.wait) for the previous kernel and its memory before they read anything, so no arithmetic and
+    no result changes (GPU parity was run both ways, VERIFY.md). It was off by default for a while because of an
+    illegal memory access on the H200, which turned out to be the benchmark's own use-after-free, with PDL on or
+    off (bench/NOTES.md, "The fault"). Read at every launch."""
+    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("PP3_PDL") == "0":
         return False
     return torch.cuda.get_device_capability(device)[0] >= 9
 
