@@ -86,7 +86,8 @@ class Proposal:
 
 @dataclasses.dataclass(frozen=True)
 class Candidates:
-    """Launch-1 output for a batch: every tile's first K keys (§4.1) and its flags (§3)."""
+    """Launch-1 output for a batch: every tile's first K keys (§4.1; in descending order, 0-padding last) and its
+    flags (§3). ``finalize`` relies on that order: build these with ``tile_candidates`` (or exchange its outputs)."""
 
     keys: torch.Tensor  # [B, n_tiles, K] int64
     flags: torch.Tensor  # [B, n_tiles] int32
@@ -243,7 +244,8 @@ def finalize(
     position: Any,
     tau: float = DEFAULT_TAU,
 ) -> Proposal:
-    """Launch 2: merge all tiles' candidates per row and apply SPEC.md §3-§8."""
+    """Launch 2: merge all tiles' candidates per row and apply SPEC.md §3-§8 (``cands`` as ``tile_candidates``
+    writes them: each tile's keys in descending order)."""
     keys, flags = cands.keys, cands.flags
     if keys.dim() != 3 or keys.shape[2] != K or flags.shape != keys.shape[:2]:
         raise ValueError(f"cands: expected keys [B, T, {K}] and flags [B, T], got {tuple(keys.shape)}")
@@ -266,7 +268,11 @@ def finalize(
     token = torch.empty(b, dtype=torch.int32, device=dev)
     ids = torch.empty((b, K), dtype=torch.int32, device=dev)
     tickets = torch.empty((b, K), dtype=torch.int32, device=dev)
-    scratch = torch.empty((b, FINALIZE_CAP), dtype=torch.int64, device=dev)
+    # One spare row: launch 2 relies on every tile's keys being in descending order with 0-padding last, as
+    # tile_candidates writes them (its survivors are then a prefix of each row). Candidates that break this give
+    # unspecified results, and the spare row keeps even their compaction stores (at most K - 1 slots past a row's
+    # CAP) inside this buffer.
+    scratch = torch.empty((b + 1, FINALIZE_CAP), dtype=torch.int64, device=dev)
     pdl = use_pdl(dev)
     _select._finalize_kernel[(b,)](
         keys,
