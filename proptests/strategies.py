@@ -14,7 +14,9 @@ What the strategies aim at (SPEC.md section in brackets):
   are subnormal or zero at tau 0.7 [§5, §6];
 - vocabulary sizes 1, 31, 32, 33, tile-1, tile, tile+1 and random (tile ragged tails, K boundary) [§4];
 - rows whose top entries are spread one per 32-entry block with a chosen number of near-top extras: the worst
-  and best cases of a threshold-then-compact top-K selection (``spikes`` style, ``threshold_case``) [§4.3];
+  and best cases of a threshold-then-compact top-K selection (``spikes`` style, ``threshold_case``), and rows that
+  put exactly 64 / 65 / 128 / 129 entries at or above each threshold the kernels take (``column_threshold_case``,
+  ``merge_threshold_case``) [§4.3];
 - batches mixing T0 (+0.0 and -0.0), sampled (> 0, +inf), bad-temperature (NaN, < 0) and failed rows [§3];
 - seeds, rounds and positions at the uint64 extremes [§8]; tau at its edges [§5.2].
 """
