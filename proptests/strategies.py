@@ -490,7 +490,9 @@ def column_threshold_case(fmt: str, tile: int, n: int, extras: int, *, temperatu
     return make_case(fmt, [x.tolist()], temperature=temperature, seed=n * 1000 + extras, tile=tile)
 
 
-SECOND_CANDIDATE_TILES = 45  # launch 2 thresholds by the tiles' second candidates up to this many tiles, else maxima
+# Launch 2 thresholds by the tiles' second candidates up to this many tiles, else by their maxima: the kernels'
+# pp3.kernels._select.SECOND_CANDIDATE_TILES (this module imports no triton; a test checks the two agree).
+SECOND_CANDIDATE_TILES = 45
 
 
 def merge_threshold_case(fmt: str, n_tiles: int, extras: int, *, temperature: float = 1.0) -> Case:

@@ -17,6 +17,7 @@ from proptests.strategies import (
     FLT_MAX,
     FLT_MIN,
     FLT_TRUE_MIN,
+    SECOND_CANDIDATE_TILES,
     U64_MAX,
     Case,
     cases,
@@ -264,6 +265,13 @@ SURVIVOR_EDGES = [
     merge_threshold_case("fp16", 45, 33),
     merge_threshold_case("fp32", 46, 65),
 ]
+
+
+def test_survivor_edges_use_the_kernels_switch() -> None:
+    """merge_threshold_case puts its survivors where launch 2's threshold switch (second candidates or maxima) is."""
+    from pp3.kernels import _select
+
+    assert SECOND_CANDIDATE_TILES == _select.SECOND_CANDIDATE_TILES.value
 
 
 @pytest.mark.parametrize("case", SURVIVOR_EDGES, ids=lambda c: f"V{c.v}-tile{c.tile}-{c.fmt.name}-s{c.seed[0]}")

@@ -23,6 +23,9 @@ mkdir -p "$OUT"
 # .gpucache/, which the device tool keeps between calls on a machine that is still warm: the next call skips them.
 export TRITON_CACHE_DIR="$PWD/.gpucache/triton" FLASHINFER_WORKSPACE_BASE="$PWD/.gpucache"
 FI_SITE="$PWD/.gpucache/site"
+# FlashInfer installed by an earlier `flashinfer` step (this call or a previous one on a warm machine) stays importable
+# for every later step, bench included.
+if [ -d "$FI_SITE/flashinfer" ]; then export PYTHONPATH="$PYTHONPATH:$FI_SITE"; fi
 # The kernel-facing property tests first (the parity tests, then the invariances); test_catches_bugs.py checks the
 # reference's mutants only, needs no GPU and runs in CI. -v and --durations name where the time goes.
 # -n: the tests run in PROPS_WORKERS processes (pytest-xdist; each test function stays in one process).
@@ -79,7 +82,7 @@ PY
       # a failure or a slow build costs this step only: the bench then records why it has no FlashInfer row.
       if [ -d "$FI_SITE/flashinfer" ] || { ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index \
           --no-deps --no-compile --no-cache-dir --target "$FI_SITE" .whl/*.whl > "$OUT/flashinfer.log" 2>&1; }; then
-        export PYTHONPATH="$PYTHONPATH:$FI_SITE"
+        case ":$PYTHONPATH:" in *":$FI_SITE:"*) ;; *) export PYTHONPATH="$PYTHONPATH:$FI_SITE" ;; esac
         if timeout "${FI_TIMEOUT:-120}" python3 -c "
 import torch, flashinfer, flashinfer.sampling as s
 x = torch.randn(4, 163840, device='cuda')

@@ -27,6 +27,10 @@ C_ONE = tl.constexpr(8)
 C_TH = tl.constexpr(16)  # TH[0..63]
 C_TL = tl.constexpr(80)  # TL[0..63]
 
+# Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (§_finalize_kernel).
+# proptests/strategies.py builds its survivor-edge rows for the same switch (a test checks the two agree).
+SECOND_CANDIDATE_TILES = tl.constexpr(45)
+
 KIND_F32 = tl.constexpr(0)
 KIND_F16 = tl.constexpr(1)
 KIND_BF16 = tl.constexpr(2)
@@ -374,7 +378,7 @@ def _finalize_kernel(
         # the K-th largest tile maximum, and the (K/2)-th largest second candidate (K/2 tiles hold two keys >= it).
         # On Gaussian rows the second leaves fewer survivors below ~46 tiles (V = 163840: > 64 survivors in 3 % of
         # rows instead of 38 %, so the 64-slot rank; V = 32000: 53 on average instead of 179), the first above.
-        second = n_tiles <= 45
+        second = n_tiles <= SECOND_CANDIDATE_TILES
         col = tl.where(second, tl.max(tl.where(slot[None, :] == 1, cand, 0), axis=1), tl.max(cand, axis=1))
         bound = _kth_largest(col, NT, tl.where(second, K // 2 - 1, K - 1))
         top = _threshold_top_k(cand, bound, scratch_ptr + b * CAP, scratch_ptr, K, CAP, False, True)  # top[0]: rank 0
