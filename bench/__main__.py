@@ -13,89 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 
-
-def _env() -> dict[str, str]:
-    import torch
-    import triton
-
-    def sh(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
-        except Exception as e:  # report, never fail the benchmark on metadata
-            return f"unavailable ({e.__class__.__name__})"
-
-    return {
-        "gpu": torch.cuda.get_device_name(),
-        "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
-        "cuda": str(torch.version.cuda),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "commit": sh(["git", "rev-parse", "--short", "HEAD"]) or os.environ.get("PP3_COMMIT", "unknown"),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-    }
-
-
-def time_graph(
-    build: Callable[[int], Callable[[], Any]], n_sets: int, replays: int, warmup: int = 20
-) -> dict[str, float]:
-    """Capture one CUDA graph per input set (``build(set)`` returns the step to capture) and time replays.
-
-    Each replay is bracketed by its own CUDA events; sets rotate round-robin. Returns median/p10/p90 in µs.
-    """
-    import torch
-
-    graphs = []
-    # Every set's step stays alive until the replays end: a step may own tensors that only its graph reads (the
-    # "launch 2 only" candidates). Dropping them was a use-after-free: their blocks went back to the allocator while
-    # the graph still read them, and once a block was unmapped the replay faulted (bench/NOTES.md, "The fault").
-    steps = []
-    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-    for s in range(n_sets):
-        step = build(s)
-        steps.append(step)
-        stream.wait_stream(torch.cuda.current_stream())  # build() may have queued work there (inputs, candidates)
-        with torch.cuda.stream(stream):
-            for _ in range(3):  # warm-up outside capture: compile, allocate caches
-                step()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            step()
-        graphs.append(g)
-    torch.cuda.synchronize()
-    # Hand every unused cached block back to the driver before replaying: a graph that reads freed memory then
-    # faults at once instead of reading stale data (a self-check of the harness; it costs no replay time).
-    torch.cuda.empty_cache()
-    for i in range(warmup):
-        graphs[i % n_sets].replay()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]  # type: ignore[no-untyped-call]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]  # type: ignore[no-untyped-call]
-    for i in range(replays):
-        starts[i].record()
-        graphs[i % n_sets].replay()
-        ends[i].record()
-    torch.cuda.synchronize()
-    del steps
-    us = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, ends, strict=True))
-    return {
-        "median_us": statistics.median(us),
-        "p10_us": us[len(us) // 10],
-        "p90_us": us[(9 * len(us)) // 10],
-    }
+from pp3.testing.stamp import environment
+from pp3.testing.timing import time_graph
 
 
 def make_inputs(n_sets: int, depth: int, b: int, v: int, dtype: Any, seed: int) -> list[list[Any]]:
@@ -141,7 +67,7 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
     """name -> factory(depth buffers, keys) -> the step that runs the depth loop once."""
     import torch
 
-    from pp3.kernels import finalize, propose, tile_candidates
+    from pp3.kernels import LaunchConfig, finalize, propose, tile_candidates
 
     def pp3_sampled(tile: int | None) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
         def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
@@ -154,15 +80,12 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
         return make
 
     def pp3_warps(w1: int, w2: int) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
-        from pp3.kernels import select
+        launch = LaunchConfig(warps=(w1, w2))
 
         def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
             def step() -> None:
-                saved = list(select.WARPS)
-                select.WARPS[:] = [w1, w2]
                 for d, x in enumerate(xs):
-                    propose(x, k["temp"], k["seed"], k["round"], k["pos"][d])
-                select.WARPS[:] = saved
+                    propose(x, k["temp"], k["seed"], k["round"], k["pos"][d], launch=launch)
 
             return step
 
@@ -170,9 +93,8 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
 
     def pp3_no_pdl(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
         def step() -> None:  # the launch attribute is fixed when the graph is captured
-            with mock.patch.dict(os.environ, {"PP3_PDL": "0"}):
-                for d, x in enumerate(xs):
-                    propose(x, k["temp"], k["seed"], k["round"], k["pos"][d])
+            for d, x in enumerate(xs):
+                propose(x, k["temp"], k["seed"], k["round"], k["pos"][d], launch=LaunchConfig(pdl=False))
 
         return step
 
@@ -318,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench: no CUDA GPU here; benchmarks run only on a GPU (see BENCHMARKS.md for recorded results)")
         return 0
-    env = _env()
+    env = environment()
     print(json.dumps(env), flush=True)
     results: list[dict[str, Any]] = []
     errors: list[str] = []

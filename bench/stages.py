@@ -22,6 +22,9 @@ import triton.language as tl
 from triton.language.random import philox_impl
 
 from pp3.kernels import _select
+from pp3.kernels._common import _expf, _tree
+from pp3.kernels.config import EXACT
+from pp3.reference import DOMAIN_PROPOSAL
 
 
 @triton.jit
@@ -53,7 +56,7 @@ def _stage_top_k(
 @triton.jit
 def _stage_expf(z_ptr: tl.tensor, out_ptr: tl.tensor, c_ptr: tl.tensor) -> None:
     r = tl.arange(0, 32)
-    tl.store(out_ptr + r, _select._expf(tl.load(z_ptr + r), c_ptr))
+    tl.store(out_ptr + r, _expf(tl.load(z_ptr + r), c_ptr))
 
 
 @triton.jit
@@ -67,7 +70,7 @@ def _stage_tickets(e_ptr: tl.tensor, ids_ptr: tl.tensor, out_ptr: tl.tensor) -> 
     s_ids = _select._place(ids, slot_of, 32)
     s_e = _select._place(e.to(tl.int32, bitcast=True), slot_of, 32).to(tl.float32, bitcast=True)
     w = s_e.to(tl.float64)
-    total = _select._pairwise_sum(w, 32)
+    total = _tree(w, 32, 5)
     c = ((w * 16777216.0) / total).to(tl.int32)
     rem = 16777216 - tl.sum(c)
     tl.store(out_ptr + slot, c + tl.where(s_ids == tl.max(ids), rem, 0))
@@ -92,14 +95,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from bench.__main__ import time_graph
     from bench._empty import empty_kernel
     from pp3.kernels import propose, select, tile_candidates
+    from pp3.testing.timing import time_graph
 
     if not torch.cuda.is_available():
         print("bench.stages: needs a CUDA GPU")
         return 0
-    exact = select.EXACT
+    exact = EXACT
     dev = torch.device("cuda")
     consts = select.exp_constants(dev)
     out = torch.empty(64, dtype=torch.int64, device=dev)
@@ -150,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         timed(f"expf x32 w={w}", lambda ww=w: _stage_expf[(1,)](z, out, consts, num_warps=ww, **exact))
         timed(f"tickets w={w}", lambda ww=w: _stage_tickets[(1,)](e, ids, out, num_warps=ww, **exact))
-        timed(f"philox w={w}", lambda ww=w: _stage_philox[(1,)](keys3, out, 0x7070335F70726F70, num_warps=ww, **exact))
+        timed(f"philox w={w}", lambda ww=w: _stage_philox[(1,)](keys3, out, DOMAIN_PROPOSAL, num_warps=ww, **exact))
     x = torch.randn(1, 163840, device=dev)
     cands = tile_candidates(x)
     temp = torch.ones(1, device=dev)

@@ -11,17 +11,17 @@ absolute position ``position + d``. On CUDA tensors it runs the Triton selector 
 the NumPy reference (``backend="triton"`` forces the kernels, e.g. under ``TRITON_INTERPRET=1``).
 
 The depth is fixed when the drafter is built, before anything is drawn. Both paths return a ``Draft`` whose fields
-are the inputs of ``pp3.accept`` (SPEC.md §11.2). A failed position (NaN, +inf or all -inf logits) has token
--1; the next position is fed token 0 in its place, and the verifier ignores every draft from the first failed one
-on (§11.3).
+are the draft inputs of the verifier (``pp3.reference.verify``, ``pp3.kernels.verify``; SPEC.md §11.2). A failed
+position (NaN, +inf or all -inf logits) has token -1; the next position is fed token 0 in its place, and the
+verifier ignores every draft from the first failed one on (§11.3).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -30,7 +30,6 @@ from pp3.reference._constants import DEFAULT_TAU, EMPTY_ID, TICKETS, K, Status
 
 SAMPLED_ENV = "DSPARK_SAMPLED_TOP32"
 Backend = Literal["auto", "triton", "reference"]
-T = TypeVar("T")
 
 
 class SampledDraftingDisabled(RuntimeError):
@@ -59,7 +58,7 @@ class Draft:
     tickets: torch.Tensor  # [B, D, K] int32 slot tickets (each OK position sums to 2^24)
 
     def numpy(self) -> dict[str, np.ndarray[Any, Any]]:
-        """The fields as NumPy arrays, keyed like the arguments of ``pp3.accept.reference.verify``."""
+        """The fields as NumPy arrays, keyed like the arguments of ``pp3.reference.verify``."""
         return {
             "draft_tokens": self.tokens.cpu().numpy(),
             "draft_status": self.status.cpu().numpy(),
@@ -175,16 +174,16 @@ class TPDrafter:
             )
         ctx = self._check_context(context)
         b = ctx.shape[0]
-        first = _as_shards(self.model(ctx), self.model.vocab_size)
-        use_triton = self.backend == "triton" or (self.backend == "auto" and first[0].is_cuda)
-        step = self._triton_step if use_triton else self._reference_step
-        pos = self._positions(position, b, ctx.device, use_triton)
+        shards = _as_shards(self.model(ctx), self.model.vocab_size)
+        use_triton = self.backend == "triton" or (self.backend == "auto" and shards[0].is_cuda)
+        step = (_TritonSteps if use_triton else _ReferenceSteps)(
+            target_temperature, seed, round, position, self.tau, self.tile, b, shards[0].device
+        )
         toks, stats, idss, tixs = [], [], [], []
-        shards = first
         for d in range(self.depth):
             if d:
                 shards = _as_shards(self.model(ctx), self.model.vocab_size)
-            token, status, ids, tickets = step(shards, target_temperature, seed, round, pos, d)
+            token, status, ids, tickets = step(shards, d)
             toks.append(token)
             stats.append(status)
             idss.append(ids)
@@ -197,60 +196,6 @@ class TPDrafter:
             tickets=torch.stack(tixs, 1),
         )
 
-    def _positions(self, position: Any, b: int, device: torch.device, on_device: bool) -> Any:
-        """Row positions: an int64 tensor of uint64 bits (device path) or a uint64 array (reference path)."""
-        from pp3.reference._args import as_uint64_rows
-
-        if isinstance(position, torch.Tensor):
-            if position.dtype not in (torch.int64, torch.uint64):
-                raise TypeError(f"position: expected an int64 or uint64 tensor (uint64 bits), got {position.dtype}")
-            bits = position.view(torch.int64).reshape(-1)
-            if bits.numel() == 1:
-                bits = bits.expand(b)
-            if tuple(bits.shape) != (b,):
-                raise ValueError(f"position: expected shape ({b},), got {tuple(position.shape)}")
-            return bits.to(device) if on_device else bits.cpu().numpy().view(np.uint64)
-        arr = as_uint64_rows("position", position, b)
-        return torch.from_numpy(arr.view(np.int64).copy()).to(device) if on_device else arr
-
-    def _triton_step(
-        self, shards: list[torch.Tensor], temp: Any, seed: Any, round_: Any, pos: torch.Tensor, d: int
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        from pp3.kernels.select import DEFAULT_TILE, propose_sharded  # the sampled kernels, imported on first use
-
-        # int64 addition wraps like the uint64 position arithmetic (mod 2^64) on every torch device.
-        p = propose_sharded(shards, temp, seed, round_, pos + d, self.tau, tile=self.tile or DEFAULT_TILE)
-        return p.token, p.status, p.ids, p.tickets
-
-    def _reference_step(
-        self, shards: list[torch.Tensor], temp: Any, seed: Any, round_: Any, pos: np.ndarray[Any, Any], d: int
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        from pp3.reference import bf16_bits_to_float32, propose
-
-        x = torch.cat(list(shards), dim=1)
-        dev = x.device
-        if x.dtype == torch.bfloat16:
-            logits = bf16_bits_to_float32(x.cpu().view(torch.int16).numpy().view(np.uint16))
-        else:
-            logits = x.cpu().numpy()
-
-        def host(v: Any) -> Any:
-            return v.cpu().numpy() if isinstance(v, torch.Tensor) else v
-
-        s, r = host(seed), host(round_)
-        if isinstance(s, np.ndarray) and s.dtype == np.int64:
-            s = s.view(np.uint64)
-        if isinstance(r, np.ndarray) and r.dtype == np.int64:
-            r = r.view(np.uint64)
-        with np.errstate(over="ignore"):
-            p = propose(logits, host(temp), s, r, pos + np.uint64(d), self.tau)
-        return (
-            torch.from_numpy(p.token).to(dev),
-            torch.from_numpy(p.status).to(dev),
-            torch.from_numpy(p.ids).to(dev),
-            torch.from_numpy(p.tickets).to(dev),
-        )
-
     @staticmethod
     def _check_context(context: Any) -> torch.Tensor:
         if not isinstance(context, torch.Tensor) or context.dtype not in (torch.int32, torch.int64):
@@ -260,21 +205,65 @@ class TPDrafter:
         return context.long()
 
 
-def cuda_graph(fn: Callable[[], T], warmup: int = 2) -> tuple[Callable[[], None], T]:
-    """Capture ``fn`` (e.g. a whole depth-D ``draft`` or ``draft_sampled`` call on device tensors) in one CUDA graph.
+Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # token, status, ids, tickets of one depth
 
-    Returns (replay, outputs): ``replay()`` re-runs every kernel of the loop (projection and selector) on the same
-    buffers, and ``outputs`` are the static tensors it refreshes. Inputs (context, seeds, round, positions) must be
-    device tensors that the caller updates in place between replays. Warm-up runs on a side stream first, so that
-    one-time work (Triton compilation, constant tables) happens outside the capture.
-    """
-    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph.replay, out
+
+class _TritonSteps:
+    """The selector kernels, one call per depth; the keys are checked and moved to the device once."""
+
+    def __init__(
+        self, temp: Any, seed: Any, round_: Any, position: Any, tau: float, tile: int | None, b: int,
+        device: torch.device,
+    ) -> None:
+        from pp3.kernels import _args  # the sampled kernels' code, imported on first use
+
+        self.keys = _args.row_keys(temp, seed, round_, position, b, device)
+        self.tau = tau
+        self.tile = tile
+
+    def __call__(self, shards: list[torch.Tensor], d: int) -> Step:
+        from pp3.kernels import select
+        from pp3.kernels.config import DEFAULT_LAUNCH
+
+        xs, tile = select._check_shards(shards, self.tile)  # the model's outputs of this depth
+        p = select._propose_shards(xs, tile, self.keys.at(d), self.tau, DEFAULT_LAUNCH)
+        return p.token, p.status, p.ids, p.tickets
+
+
+class _ReferenceSteps:
+    """The NumPy reference, one call per depth; the keys are checked and brought to the host once."""
+
+    def __init__(
+        self, temp: Any, seed: Any, round_: Any, position: Any, tau: float, tile: int | None, b: int,
+        device: torch.device,
+    ) -> None:
+        from pp3.reference import _args
+
+        def host(v: Any) -> Any:  # tensors as NumPy; int64 tensors hold uint64 bits
+            if not isinstance(v, torch.Tensor):
+                return v
+            a = v.detach().cpu().numpy()
+            return a.view(np.uint64) if a.dtype == np.int64 else a
+
+        self.temp = _args.as_temperature_rows("target_temperature", host(temp), b)
+        keys = (("seed", seed), ("round", round_), ("position", position))
+        self.seed, self.round, self.position = (_args.as_uint64_rows(name, host(v), b) for name, v in keys)
+        self.tau = tau
+
+    def __call__(self, shards: list[torch.Tensor], d: int) -> Step:
+        from pp3.reference import bf16_bits_to_float32, propose
+
+        x = torch.cat(list(shards), dim=1)
+        if x.dtype == torch.bfloat16:
+            logits = bf16_bits_to_float32(x.cpu().view(torch.int16).numpy().view(np.uint16))
+        else:
+            logits = x.cpu().numpy()
+        with np.errstate(over="ignore"):
+            p = propose(logits, self.temp, self.seed, self.round, self.position + np.uint64(d), self.tau)
+        dev = x.device
+        return (
+            torch.from_numpy(p.token).to(dev),
+            torch.from_numpy(p.status).to(dev),
+            torch.from_numpy(p.ids).to(dev),
+            torch.from_numpy(p.tickets).to(dev),
+        )

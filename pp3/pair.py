@@ -22,7 +22,7 @@ flags 0. An empty tile is neutral for ``finalize``: key 0 lies below every real 
 the whole row has fewer than K entries, like launch 1's own key-0 padding lanes, and it is never a member; flags 0
 add nothing to the row's OR. ``tests/test_pair.py`` checks this against ``finalize`` directly (V < K included).
 The tile must be the same on every rank (``check_shards`` checks it), and ``W·T`` may not exceed the tiles that
-launch 2 merges (``pp3.kernels.select.MAX_TILES``; checked before launch 1, identically on every rank).
+launch 2 merges (``pp3.kernels.config.MAX_TILES``; checked before launch 1, identically on every rank).
 
 With ``merge_local=True`` a rank first reduces its tiles to one (the first K keys of all its tiles and the OR
 of their flags, with ``torch.topk`` on the unique int64 keys) and sends ``B·K`` keys whatever ``V_r`` and the tile
@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import numbers
 from typing import Any
 
 import numpy as np
@@ -61,9 +60,9 @@ import numpy.typing as npt
 import torch
 import torch.distributed as dist
 
-from pp3.kernels import select as _select
-from pp3.kernels.select import DEFAULT_TILE, Candidates, Proposal, finalize, tile_candidates
-from pp3.reference import _args
+from pp3.kernels import _args, select
+from pp3.kernels.config import DEFAULT_LAUNCH, MAX_TILES, LaunchConfig
+from pp3.kernels.select import Candidates, Proposal
 from pp3.reference._constants import DEFAULT_TAU, MAX_VOCAB, K
 
 __all__ = [
@@ -122,86 +121,17 @@ _PLANS: dict[tuple[Any, ...], ShardPlan] = {}
 # ------------------------------------------------------------------------------------------ argument checks
 
 
-def _check_shard(logits: Any) -> torch.Tensor:
-    """A rank's shard: a [B, V_r] fp32/fp16/bf16 tensor with B >= 1 and V_r >= 0 (an empty shard is allowed)."""
-    if not isinstance(logits, torch.Tensor):
-        raise TypeError(f"logits_shard: expected a torch.Tensor, got {type(logits).__name__}")
-    if logits.dtype not in _DTYPES:
-        raise TypeError(f"logits_shard: expected float32, float16 or bfloat16, got {logits.dtype}")
-    if logits.dim() != 2 or logits.shape[0] < 1:
-        raise ValueError(f"logits_shard: expected shape [B, V_shard] with B >= 1, got {tuple(logits.shape)}")
-    return logits if logits.shape[1] == 0 or logits.stride(1) == 1 else logits.contiguous()
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if not low <= int(value) <= high:
-        raise ValueError(f"{name}: expected {low} <= {name} <= {high}, got {int(value)}")
-    return int(value)
-
-
-def _check_tile(tile: Any) -> int:
-    t = _check_int("tile", tile, K, 1 << 30)
-    if t & (t - 1):
-        raise ValueError(f"tile: must be a power of two >= {K}, got {t}")
-    return t
-
-
-def _check_layout(x: torch.Tensor, vocab_offset: Any, vocab_size: Any) -> tuple[int, int]:
-    vocab_size = _check_int("vocab_size", vocab_size, 1, MAX_VOCAB)
-    offset = _check_int("vocab_offset", vocab_offset, 0, MAX_VOCAB)
-    if offset + x.shape[1] > vocab_size:
+def _check_layout(x: Any, vocab_offset: Any, vocab_size: Any, tile: Any) -> tuple[torch.Tensor, int, int, int]:
+    """A rank's shard (a [B, V_r] tensor, V_r = 0 allowed), its offset, ``vocab_size`` and the tile (``None``: the
+    automatic tile of ``vocab_size``, the same on every rank)."""
+    shard = _args.logits("logits_shard", x, allow_empty=True)
+    vsize = _args.integer("vocab_size", vocab_size, 1, MAX_VOCAB)
+    offset = _args.integer("vocab_offset", vocab_offset, 0, MAX_VOCAB)
+    if offset + shard.shape[1] > vsize:
         raise ValueError(
-            f"vocab_offset: the shard [{offset}, {offset + x.shape[1]}) ends past vocab_size = {vocab_size}"
+            f"vocab_offset: the shard [{offset}, {offset + shard.shape[1]}) ends past vocab_size = {vsize}"
         )
-    return offset, vocab_size
-
-
-def _check_tensor_rows(name: str, value: torch.Tensor, b: int, device: torch.device) -> None:
-    if value.dim() > 1 or (value.dim() == 1 and value.shape[0] != b):
-        raise ValueError(f"{name}: expected shape () or ({b},) to match logits' {b} rows, got {tuple(value.shape)}")
-    if value.device != device:
-        raise ValueError(f"{name}: on {value.device}, but logits_shard is on {device}")
-
-
-def _temperature_host(value: Any, b: int, device: torch.device, read: bool) -> npt.NDArray[np.float32] | None:
-    """Check ``target_temperature`` without reading device memory; with ``read``, return it as fp32 [B]."""
-    name = "target_temperature"
-    if not isinstance(value, torch.Tensor):
-        return _args.as_temperature_rows(name, value, b)
-    if not value.dtype.is_floating_point:
-        raise TypeError(f"{name}: expected a floating-point tensor, got {value.dtype}")
-    _check_tensor_rows(name, value, b, device)
-    if not read:
-        return None
-    arr: npt.NDArray[np.float32] = value.detach().to(torch.float32).expand(b).cpu().numpy()
-    return arr
-
-
-def _u64_host(name: str, value: Any, b: int, device: torch.device, read: bool) -> npt.NDArray[np.uint64] | None:
-    """Check a per-row uint64 argument without reading device memory; with ``read``, return it as uint64 [B]."""
-    if not isinstance(value, torch.Tensor):
-        return _args.as_uint64_rows(name, value, b)
-    if value.dtype not in (torch.int64, torch.uint64):
-        raise TypeError(f"{name}: expected an int64 or uint64 tensor (uint64 bits), got {value.dtype}")
-    _check_tensor_rows(name, value, b, device)
-    if not read:
-        return None
-    arr: npt.NDArray[np.uint64] = value.detach().view(torch.int64).expand(b).cpu().numpy().view(np.uint64)
-    return arr
-
-
-def _check_keys(
-    x: torch.Tensor, temperature: Any, seed: Any, round: Any, position: Any, tau: Any, read: bool
-) -> list[npt.NDArray[Any] | None]:
-    """§2 checks of the per-row keys and ``tau``; with ``read``, the keys as host arrays (for the digests)."""
-    b, dev = x.shape[0], x.device
-    _args.as_tau(tau)
-    out: list[npt.NDArray[Any] | None] = [_temperature_host(temperature, b, dev, read)]
-    for name, val in (("seed", seed), ("round", round), ("position", position)):
-        out.append(_u64_host(name, val, b, dev, read))
-    return out
+    return shard, offset, vsize, _args.tile(tile, vsize)
 
 
 def _digest(arr: npt.NDArray[Any]) -> int:
@@ -239,37 +169,47 @@ def _plan_key(group: Any, offset: int, size: int, rows: int, vocab_size: int, ti
 # ------------------------------------------------------------------------------------------ setup check
 
 
-def _describe(
-    logits: Any,
-    vocab_offset: Any,
-    vocab_size: Any,
-    keys: tuple[Any, Any, Any, Any],
-    tau: Any,
-    tile: Any,
-) -> tuple[list[int], Exception | None]:
-    """This rank's setup descriptor and its own caller error, if any (reported through the gather, not raised)."""
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """One rank's arguments of a call, checked and normalised (``_args``)."""
+
+    shard: torch.Tensor  # [B, V_r]
+    offset: int
+    vocab_size: int
+    tile: int
+    keys: _args.RowKeys
+    tau: float
+
+
+def _check_call(
+    logits: Any, vocab_offset: Any, vocab_size: Any, keys: tuple[Any, Any, Any, Any], tau: Any, tile: Any
+) -> _Call:
+    x, offset, vsize, t = _check_layout(logits, vocab_offset, vocab_size, tile)
+    temp, seed, rnd, pos = (0 if k is None else k for k in keys)  # a key not given (check_shards) is not compared
+    return _Call(x, offset, vsize, t, _args.row_keys(temp, seed, rnd, pos, x.shape[0], x.device), _args.tau(tau))
+
+
+def _describe(call: _Call | None, given: tuple[bool, ...], error: Exception | None) -> list[int]:
+    """This rank's setup descriptor: its checked call, or its own caller error (reported through the gather, not
+    raised: a rank that raised alone would leave the others waiting)."""
     d = [_NOT_GIVEN] * _D_LEN
     d[_D_MAGIC] = _MAGIC
     d[_D_ERROR] = _ERR_NONE
-    try:
-        x = _check_shard(logits)
-        offset, vsize = _check_layout(x, vocab_offset, vocab_size)
-        tile = _check_tile(tile)
-        tau32 = _args.as_tau(tau)
-        d[_D_OFFSET], d[_D_SIZE], d[_D_ROWS], d[_D_VOCAB], d[_D_TILE] = offset, x.shape[1], x.shape[0], vsize, tile
-        d[_D_TAU] = int(np.array(tau32, dtype=np.float32).view(np.uint32))
-        temp, seed, rnd, pos = (0 if k is None else k for k in keys)  # a key not given is not compared
-        arrays = _check_keys(x, temp, seed, rnd, pos, tau, read=True)
-        for i, (arr, given) in enumerate(zip(arrays, keys, strict=True)):
-            if given is not None and arr is not None:
-                d[_D_DIGEST + i] = _digest(arr)
-    except Exception as e:  # reported through the gather: a rank that raised alone would leave the others waiting
-        d[_D_ERROR] = _ERR_TYPE if isinstance(e, TypeError) else _ERR_VALUE
-        text = f"{type(e).__name__}: {e}".encode()[: 8 * _MSG_WORDS]
+    if call is not None:
+        x = call.shard
+        d[_D_OFFSET], d[_D_SIZE], d[_D_ROWS], d[_D_VOCAB] = call.offset, x.shape[1], x.shape[0], call.vocab_size
+        d[_D_TILE] = call.tile
+        d[_D_TAU] = int(np.array(call.tau, dtype=np.float32).view(np.uint32))
+        rows = (call.keys.temperature, call.keys.seed, call.keys.round, call.keys.position)
+        for i, (t, g) in enumerate(zip(rows, given, strict=True)):
+            if g:
+                d[_D_DIGEST + i] = _digest(t.cpu().numpy())
+    if error is not None:
+        d[_D_ERROR] = _ERR_TYPE if isinstance(error, TypeError) else _ERR_VALUE
+        text = f"{type(error).__name__}: {error}".encode()[: 8 * _MSG_WORDS]
         words = np.frombuffer(text.ljust(8 * _MSG_WORDS, b"\0"), dtype=np.int64)
         d[_D_MSG : _D_MSG + _MSG_WORDS] = [int(w) for w in words]
-        return d, e
-    return d, None
+    return d
 
 
 def _message_text(row: npt.NDArray[np.int64]) -> str:
@@ -341,7 +281,7 @@ def check_shards(
     tau: float = DEFAULT_TAU,
     *,
     group: Any = None,
-    tile: int = DEFAULT_TILE,
+    tile: int | None = None,
 ) -> ShardPlan:
     """Check the shard setup of every rank of ``group`` (collective: every rank must call it) and remember it.
 
@@ -351,14 +291,35 @@ def check_shards(
     on every rank (``TypeError`` on the rank that made a type error, ``ShardError`` otherwise). Returns the plan
     that ``propose_vocab_parallel(..., checked=True)`` then looks up without communication.
     """
-    keys = (target_temperature, seed, round, position)
-    desc, own_error = _describe(logits_shard, vocab_offset, vocab_size, keys, tau, tile)
+    plan, _ = _check_setup(
+        logits_shard, vocab_offset, vocab_size, (target_temperature, seed, round, position), tau, group, tile
+    )
+    return plan
+
+
+def _check_setup(
+    logits_shard: Any,
+    vocab_offset: Any,
+    vocab_size: Any,
+    keys: tuple[Any, Any, Any, Any],
+    tau: Any,
+    group: Any,
+    tile: Any,
+) -> tuple[ShardPlan, _Call]:
+    """``check_shards``, also returning this rank's checked call."""
+    call: _Call | None = None
+    own_error: Exception | None = None
+    try:
+        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile)
+    except Exception as e:  # every caller error is reported through the gather, on every rank
+        own_error = e
+    desc = _describe(call, tuple(k is not None for k in keys), own_error)
     world = dist.get_world_size(group)
     dev = _collective_device(group, logits_shard)
     mine = torch.tensor(desc, dtype=torch.int64).to(dev)
     table: npt.NDArray[np.int64] = _all_gather(mine, world, group).cpu().numpy()
     problems = _problems(table)
-    if problems:
+    if problems or call is None:
         text = f"pp3.pair.check_shards: inconsistent setup across {world} ranks: " + "; ".join(problems)
         if isinstance(own_error, TypeError):
             raise TypeError(text) from own_error  # its own type on the rank that made a type error (SPEC §2)
@@ -374,7 +335,7 @@ def check_shards(
     )
     key = _plan_key(group, plan.offsets[rank], plan.sizes[rank], plan.rows, plan.vocab_size, plan.tile)
     _PLANS[key] = plan
-    return plan
+    return plan, call
 
 
 # ------------------------------------------------------------------------------------------ messages
@@ -399,19 +360,31 @@ def shard_message(
     vocab_offset: int,
     max_tiles: int,
     *,
-    tile: int = DEFAULT_TILE,
+    tile: int | None = None,
     merge_local: bool = False,
+    launch: LaunchConfig = DEFAULT_LAUNCH,
 ) -> torch.Tensor:
     """Launch 1 on one shard, into a new message (int64, ``message_words(B, T)``), padded with empty tiles.
 
-    ``T`` is ``max_tiles`` (every rank's tile count must fit it), or 1 with ``merge_local``.
+    ``T`` is ``max_tiles`` (every rank's tile count must fit it), or 1 with ``merge_local``. ``tile=None`` is the
+    automatic tile of the shard's own size (pass the plan's tile when the shards differ in size).
     """
-    x = _check_shard(logits_shard)
+    x = _args.logits("logits_shard", logits_shard, allow_empty=True)
+    t = _args.tile(tile, max(x.shape[1], 1))
+    offset = _args.integer("vocab_offset", vocab_offset, 0, MAX_VOCAB - x.shape[1])
+    n_tiles = -(-x.shape[1] // t)
+    if n_tiles > _args.integer("max_tiles", max_tiles, 1, MAX_VOCAB):
+        raise ValueError(f"max_tiles: the shard has {n_tiles} tiles of {t}, more than max_tiles = {max_tiles}")
+    return _shard_message(x, offset, max_tiles, t, merge_local, _args.launch_config(launch))
+
+
+def _shard_message(
+    x: torch.Tensor, vocab_offset: int, max_tiles: int, tile: int, merge_local: bool, launch: LaunchConfig
+) -> torch.Tensor:
+    """``shard_message`` on checked arguments."""
     b, v = x.shape
     n_tiles = -(-v // tile)
     t = 1 if merge_local else max_tiles
-    if n_tiles > max_tiles:
-        raise ValueError(f"max_tiles: the shard has {n_tiles} tiles of {tile}, more than max_tiles = {max_tiles}")
     words = message_words(b, t)
     padded = (b * t) % 2 == 1 or (merge_local and v == 0) or (not merge_local and n_tiles < t)
     msg = (torch.zeros if padded else torch.empty)(words, dtype=torch.int64, device=x.device)
@@ -419,18 +392,11 @@ def shard_message(
     if v == 0:
         return msg  # an empty shard sends empty tiles only
     if not merge_local:
-        tile_candidates(x, id_offset=vocab_offset, tile=tile, out=out, tile_base=0)
+        select._launch_tiles(x, vocab_offset, tile, out, 0, launch)
         return msg
     # An explicit buffer: launch 2 never merges these n_tiles tiles (topk does), so its tile cap does not apply.
-    local = tile_candidates(
-        x,
-        id_offset=vocab_offset,
-        tile=tile,
-        out=Candidates(
-            keys=torch.empty((b, n_tiles, K), dtype=torch.int64, device=x.device),
-            flags=torch.empty((b, n_tiles), dtype=torch.int32, device=x.device),
-        ),
-    )
+    local = select._empty_candidates(b, n_tiles, x.device)
+    select._launch_tiles(x, vocab_offset, tile, local, 0, launch)
     # A merged tile is a tile: its first K keys and the OR of its flags. Keys are uint64 held as int64: flipping
     # the sign bit makes the signed order the unsigned one, and topk on them is exact (the keys are unique).
     flipped = local.keys.view(b, n_tiles * K) ^ _SIGN64
@@ -468,9 +434,10 @@ def propose_vocab_parallel(
     tau: float = DEFAULT_TAU,
     *,
     group: Any = None,
-    tile: int = DEFAULT_TILE,
+    tile: int | None = None,
     checked: bool = False,
     merge_local: bool = False,
+    launch: LaunchConfig = DEFAULT_LAUNCH,
 ) -> Proposal:
     """One position of the selector with the vocabulary split over the ranks of ``group`` (collective).
 
@@ -480,30 +447,27 @@ def propose_vocab_parallel(
     ``checked=True`` skips the setup check (one collective per call) and needs an earlier ``check_shards`` with
     the same shard, batch size, ``vocab_size`` and tile.
     """
-    if not checked:
-        check_shards(
-            logits_shard, vocab_offset, vocab_size, target_temperature, seed, round, position, tau,
-            group=group, tile=tile,
-        )
-    x = _check_shard(logits_shard)
-    offset, vsize = _check_layout(x, vocab_offset, vocab_size)
-    tile = _check_tile(tile)
-    _check_keys(x, target_temperature, seed, round, position, tau, read=False)  # before any work (§2)
+    cfg = _args.launch_config(launch)
+    keys = (target_temperature, seed, round, position)
+    if checked:
+        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile)  # before any work (§2)
+    else:
+        _, call = _check_setup(logits_shard, vocab_offset, vocab_size, keys, tau, group, tile)
+    x, offset, vsize, t = call.shard, call.offset, call.vocab_size, call.tile
     b, v = x.shape
-    plan = _PLANS.get(_plan_key(group, offset, v, b, vsize, tile))
+    plan = _PLANS.get(_plan_key(group, offset, v, b, vsize, t))
     if plan is None:
         raise ValueError(
             f"checked=True: no check_shards for this rank's shard [{offset}, {offset + v}), B={b}, "
-            f"vocab_size={vsize}, tile={tile}; call check_shards(...) on every rank first"
+            f"vocab_size={vsize}, tile={t}; call check_shards(...) on every rank first"
         )
     tiles = 1 if merge_local else plan.max_tiles
-    limit = getattr(_select, "MAX_TILES", None)  # tiles per row that launch 2 merges, where the kernels cap it
-    if limit is not None and plan.world * tiles > limit:
+    if plan.world * tiles > MAX_TILES:
         # The same numbers on every rank: every rank raises here, before the collective.
         raise ValueError(
-            f"tile: {plan.world} ranks x {tiles} tiles = {plan.world * tiles} tiles per row, more than the {limit} "
-            "that launch 2 merges; use a larger tile or merge_local=True"
+            f"tile: {plan.world} ranks x {tiles} tiles = {plan.world * tiles} tiles per row, more than the "
+            f"{MAX_TILES} that launch 2 merges; use a larger tile or merge_local=True"
         )
-    msg = shard_message(x, offset, plan.max_tiles, tile=tile, merge_local=merge_local)
+    msg = _shard_message(x, offset, plan.max_tiles, t, merge_local, cfg)
     gathered = _all_gather(msg, plan.world, group)  # the one collective of a position
-    return finalize(merge_messages(gathered, b, tiles), target_temperature, seed, round, position, tau)
+    return select._launch_finalize(merge_messages(gathered, b, tiles), call.keys, call.tau, cfg)

@@ -1,6 +1,7 @@
-"""Shared Hypothesis strategies and the ``Case`` they build (NumPy only: no torch, no triton).
+"""The Hypothesis strategies of the property tiers and the selector ``Call``s they build (``pp3.testing.call``;
+NumPy only: no torch, no triton).
 
-A ``Case`` is one call of the selector: a [B, V] batch of logits held as raw bit patterns of its format (fp32, fp16
+A ``Call`` is one call of the selector: a [B, V] batch of logits held as raw bit patterns of its format (fp32, fp16
 or bf16), per-row target temperatures, seeds, rounds and positions, the call's ``tau`` and the kernel tile size.
 Its ``repr`` is a ``make_case(...)`` call, so a falsifying example printed by Hypothesis can be pasted into an
 ``@example`` as it is.
@@ -23,235 +24,31 @@ What the strategies aim at (SPEC.md section in brackets):
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from hypothesis import settings
 from hypothesis import strategies as st
 
+from pp3.kernels.config import SECOND_CANDIDATE_TILES, auto_tile
 from pp3.reference import DEFAULT_TAU
-from pp3.reference.widen import bf16_bits_to_float32
-
-
-def _f32(x: float) -> float:
-    return float(np.float32(x))
-
-
-U64_MAX = (1 << 64) - 1
-U64_EDGES = (0, 1, (1 << 63) - 1, 1 << 63, U64_MAX)
-
-FLT_MAX = float(np.finfo(np.float32).max)
-FLT_MIN = float(np.finfo(np.float32).tiny)  # smallest positive normal fp32
-FLT_TRUE_MIN = float(np.uint32(1).view(np.float32))  # smallest positive subnormal fp32
-# tau edges: subnormal (allowed: finite and > 0), smallest normal, tiny, the default, 1, huge, FLT_MAX.
-TAU_EDGES = (FLT_TRUE_MIN, FLT_MIN, _f32(1e-30), DEFAULT_TAU, 1.0, _f32(1e30), FLT_MAX)
-
-# Values every format holds exactly: ties come from drawing a row out of a few of them. The negative ones against a
-# maximum of 0 are the gaps of §5 at tau 0.7: -60/0.7 gives a normal e, -65 .. -70 a subnormal one, <= -75 zero.
-NICE = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, -2.5, 7.0, 10.0, -20.0, -60.0, -65.0, -70.0, -75.0, -80.0, -100.0,
-        100.0, 1000.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class Fmt:
-    """A logit format, described by its bit layout (the row data of a Case is raw bits of this format)."""
-
-    name: str  # "fp32" | "fp16" | "bf16"
-    exp_bits: int
-    mant_bits: int
-
-    @property
-    def width(self) -> int:
-        return 1 + self.exp_bits + self.mant_bits
-
-    @property
-    def dtype(self) -> type[np.unsignedinteger[Any]]:
-        return np.uint32 if self.width == 32 else np.uint16
-
-    @property
-    def sign(self) -> int:
-        return 1 << (self.width - 1)
-
-    @property
-    def pos_inf(self) -> int:
-        return ((1 << self.exp_bits) - 1) << self.mant_bits
-
-    @property
-    def neg_inf(self) -> int:
-        return self.sign | self.pos_inf
-
-    @property
-    def max_finite(self) -> int:
-        return self.pos_inf - 1
-
-    @property
-    def min_normal(self) -> int:
-        return 1 << self.mant_bits
-
-    @property
-    def nans(self) -> tuple[int, ...]:
-        """Quiet and signalling NaNs, smallest and largest payloads, both signs."""
-        quiet = self.pos_inf | (1 << (self.mant_bits - 1))
-        all_ones = self.pos_inf | ((1 << self.mant_bits) - 1)
-        return (quiet, self.sign | quiet, self.pos_inf | 1, self.sign | self.pos_inf | 1, all_ones,
-                self.sign | all_ones, quiet | 1)
-
-    @property
-    def extremes(self) -> tuple[int, ...]:
-        """+-max finite, +-min normal, +-largest subnormal, +-smallest subnormal."""
-        mags = (self.max_finite, self.min_normal, self.min_normal - 1, 1)
-        return mags + tuple(self.sign | m for m in mags)
-
-    def widen(self, bits: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
-        """SPEC.md §2.1: exact fp32 values of raw bits."""
-        b = np.asarray(bits, dtype=self.dtype)
-        if self.name == "fp32":
-            return b.view(np.float32)
-        if self.name == "fp16":
-            return b.view(np.float16).astype(np.float32)
-        return bf16_bits_to_float32(b)
-
-    def round_bits(self, x: npt.ArrayLike) -> npt.NDArray[Any]:
-        """Bits of finite values near ``x`` (clipped to the finite range; bf16 truncates): a value generator."""
-        a = np.asarray(x, dtype=np.float64)
-        if self.name == "fp16":
-            return np.clip(a, -65504.0, 65504.0).astype(np.float16).view(np.uint16)
-        f32 = np.clip(a, -FLT_MAX, FLT_MAX).astype(np.float32).view(np.uint32)
-        return f32 if self.name == "fp32" else (f32 >> np.uint32(16)).astype(np.uint16)
-
-    def exact_bits(self, x: Sequence[float]) -> npt.NDArray[Any]:
-        """Bits of values that the format holds exactly (NaN -> a quiet NaN); raises on an inexact value."""
-        a = np.asarray(x, dtype=np.float64)
-        bits: npt.NDArray[Any]
-        with np.errstate(all="ignore"):
-            if self.name == "fp16":
-                bits = a.astype(np.float16).view(np.uint16)
-            else:
-                f32 = a.astype(np.float32).view(np.uint32)
-                bits = f32 if self.name == "fp32" else (f32 >> np.uint32(16)).astype(np.uint16)
-        back = self.widen(bits).astype(np.float64)
-        same = (back == a) & (np.signbit(back) == np.signbit(a)) | (np.isnan(back) & np.isnan(a))
-        if not same.all():
-            raise ValueError(f"{self.name} cannot hold {a[~same][:4].tolist()} exactly")
-        return bits
-
-
-FORMATS = {f.name: f for f in (Fmt("fp32", 8, 23), Fmt("fp16", 5, 10), Fmt("bf16", 8, 7))}
-
-
-def runs_hex(bits: npt.NDArray[Any], hexw: int) -> str:
-    """Run-length hex of a row: '3f800000*3 ff800000*30'."""
-    out: list[str] = []
-    i = 0
-    vals = [int(b) for b in bits]
-    while i < len(vals):
-        j = i
-        while j < len(vals) and vals[j] == vals[i]:
-            j += 1
-        out.append(f"{vals[i]:0{hexw}x}" + (f"*{j - i}" if j - i > 1 else ""))
-        i = j
-    return " ".join(out)
-
-
-def _parse_runs(text: str) -> list[int]:
-    vals: list[int] = []
-    for tok in text.split():
-        word, _, count = tok.partition("*")
-        vals.extend([int(word, 16)] * (int(count) if count else 1))
-    return vals
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class Case:
-    """One selector call (see the module docstring). Rows are raw bits; scalars are Python ints / fp32 floats."""
-
-    fmt: Fmt
-    bits: npt.NDArray[Any]  # [B, V] raw logit bits, uint32 (fp32) or uint16 (fp16, bf16)
-    temperature: npt.NDArray[np.float32]  # [B]
-    seed: tuple[int, ...]  # [B] uint64 values
-    round: tuple[int, ...]
-    position: tuple[int, ...]
-    tau: float  # an fp32 value
-    tile: int | None  # kernel tile size (a power of two >= 32); None: the launcher's automatic choice
-    tensor_args: bool  # kernel gets temperature/seed/round/position as tensors (True) or Python lists (False)
-
-    @property
-    def b(self) -> int:
-        return int(self.bits.shape[0])
-
-    @property
-    def v(self) -> int:
-        return int(self.bits.shape[1])
-
-    def logits32(self) -> npt.NDArray[np.float32]:
-        return self.fmt.widen(self.bits)
-
-    def take(self, rows: Sequence[int]) -> Case:
-        """The sub-batch (or permutation) of ``rows``, every per-row input carried along."""
-        idx = [int(r) for r in rows]
-        return dataclasses.replace(
-            self,
-            bits=self.bits[idx].copy(),
-            temperature=self.temperature[idx].copy(),
-            seed=tuple(self.seed[i] for i in idx),
-            round=tuple(self.round[i] for i in idx),
-            position=tuple(self.position[i] for i in idx),
-        )
-
-    def replace(self, **changes: Any) -> Case:
-        return dataclasses.replace(self, **changes)
-
-    def row_inputs(self, r: int) -> str:
-        """One row's scalar inputs, in hex, enough to replay it."""
-        t = self.temperature[r]
-        return (f"target_temperature 0x{int(t.view(np.uint32)):08x} ({float(t)!r}) seed 0x{self.seed[r]:016x} "
-                f"round 0x{self.round[r]:016x} position 0x{self.position[r]:016x}")
-
-    def __repr__(self) -> str:
-        hexw = self.fmt.width // 4
-        rows = ", ".join(repr(runs_hex(row, hexw)) for row in self.bits)
-        temps = " ".join(f"{int(t):08x}" for t in self.temperature.view(np.uint32))
-        return (f"make_case({self.fmt.name!r}, [{rows}], temperature={temps!r}, seed={list(self.seed)!r}, "
-                f"round={list(self.round)!r}, position={list(self.position)!r}, "
-                f"tau=float.fromhex({self.tau.hex()!r}), tile={self.tile}, tensor_args={self.tensor_args})")
-
-
-def make_case(
-    fmt: str,
-    rows: Sequence[str | Sequence[float]],
-    *,
-    temperature: str | float | Sequence[float] = 1.0,
-    seed: int | Sequence[int] = 0,
-    round: int | Sequence[int] = 0,
-    position: int | Sequence[int] = 0,
-    tau: float = DEFAULT_TAU,
-    tile: int | None = 32,
-    tensor_args: bool = False,
-) -> Case:
-    """A Case from rows given as run-length hex bits ('3f800000*3 ff800000') or as exactly representable floats.
-
-    ``temperature`` is fp32 hex bits ('3f800000 80000000') or floats; scalars apply to every row.
-    """
-    f = FORMATS[fmt]
-    bit_rows = [np.array(_parse_runs(r), dtype=f.dtype) if isinstance(r, str) else f.exact_bits(r) for r in rows]
-    if len({r.size for r in bit_rows}) != 1:
-        raise ValueError(f"rows differ in length: {[r.size for r in bit_rows]}")
-    bits = np.stack(bit_rows)
-    b = bits.shape[0]
-    if isinstance(temperature, str):
-        temps = np.array([int(w, 16) for w in temperature.split()], dtype=np.uint32).view(np.float32)
-    else:
-        temps = np.broadcast_to(np.asarray(temperature, dtype=np.float32), (b,)).copy()
-
-    def per_row(x: int | Sequence[int]) -> tuple[int, ...]:
-        return (int(x),) * b if isinstance(x, int) else tuple(int(v) for v in x)
-
-    tau32 = float(np.float32(tau))
-    return Case(f, bits, temps, per_row(seed), per_row(round), per_row(position), tau32, tile, tensor_args)
-
+from pp3.testing.call import (
+    FLT_MAX,
+    FLT_MIN,
+    FLT_TRUE_MIN,
+    FORMATS,
+    TAU_EDGES,
+    U64_EDGES,
+    U64_MAX,
+    Call,
+    Fmt,
+    fp32,
+    make_case,
+)
 
 # --------------------------------------------------------------------------------------------------- strategies
 
@@ -266,16 +63,21 @@ def taus() -> st.SearchStrategy[float]:
     return st.one_of(
         st.just(DEFAULT_TAU),
         st.sampled_from(TAU_EDGES),
-        st.floats(_f32(1e-3), _f32(1e3), width=32),
+        st.floats(fp32(1e-3), fp32(1e3), width=32),
     )
 
+
+# Values every format holds exactly: ties come from drawing a row out of a few of them. The negative ones against a
+# maximum of 0 are the gaps of §5 at tau 0.7: -60/0.7 gives a normal e, -65 .. -70 a subnormal one, <= -75 zero.
+NICE = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, -2.5, 7.0, 10.0, -20.0, -60.0, -65.0, -70.0, -75.0, -80.0, -100.0,
+        100.0, 1000.0)
 
 _NEG_NAN = float(np.uint32(0xFFC00001).view(np.float32))
 
 
 def temperatures() -> st.SearchStrategy[float]:
     """Target temperatures (fp32): T0 (+-0.0) ~1/5, sampled (> 0, +inf) ~3/5, bad (NaN, < 0) ~1/5 (§3)."""
-    sampled = st.floats(_f32(1e-3), 10.0, width=32)
+    sampled = st.floats(fp32(1e-3), 10.0, width=32)
     return st.one_of(
         st.sampled_from((0.0, -0.0)),
         sampled,
@@ -376,12 +178,9 @@ def logit_rows(draw: st.DrawFn, fmt: Fmt, v: int, tile: int) -> npt.NDArray[Any]
     return row
 
 
-AUTO_TILE = 1024  # what tile=None gives for V < 65536 (pp3.kernels.select.auto_tile); only sizes the cases
-
-
 def vocab_sizes(tile: int | None, max_v: int = 300) -> st.SearchStrategy[int]:
     """V: 1, the K boundary (31, 32, 33), the tile boundary (tile-1, tile, tile+1), or any size up to max_v."""
-    t = AUTO_TILE if tile is None else tile
+    t = auto_tile(max_v) if tile is None else tile
     edges = sorted(v for v in {1, 31, 32, 33, t - 1, t, t + 1} if 1 <= v <= max_v)
     return st.one_of(st.sampled_from(edges), st.integers(1, max_v))
 
@@ -400,21 +199,22 @@ def cases(
     v: int | None = None,
     tau: float | None = None,
     tensor_args: bool | None = None,
-) -> Case:
+) -> Call:
     """A whole call. ``max_programs`` bounds B x tiles (the interpreter's cost) when B is drawn (B >= min_b)."""
     f = FORMATS[fmt]
     tile = draw(st.sampled_from(tuple(tiles)))
     vv = draw(vocab_sizes(tile, max_v)) if v is None else v
-    n_tiles = -(-vv // (AUTO_TILE if tile is None else tile))
+    t = auto_tile(vv) if tile is None else tile
+    n_tiles = -(-vv // t)
     bb = draw(st.integers(min_b, max(min_b, min(max_b, max_programs // n_tiles)))) if b is None else b
-    bits = np.stack([draw(logit_rows(f, vv, AUTO_TILE if tile is None else tile)) for _ in range(bb)])
+    bits = np.stack([draw(logit_rows(f, vv, t)) for _ in range(bb)])
     temps = np.array([draw(temperatures()) for _ in range(bb)], dtype=np.float32)
     seed = tuple(draw(uint64s()) for _ in range(bb))
     rnd = tuple(draw(uint64s()) for _ in range(bb))
     pos = tuple(draw(uint64s()) for _ in range(bb))
     tau32 = float(np.float32(draw(taus()) if tau is None else tau))
     targs = draw(st.booleans()) if tensor_args is None else tensor_args
-    return Case(f, bits, temps, seed, rnd, pos, tau32, tile, targs)
+    return Call(f, bits, temps, seed, rnd, pos, tau32, tile, targs)
 
 
 @st.composite
@@ -433,7 +233,7 @@ def shard_cuts(draw: st.DrawFn, v: int) -> tuple[int, ...]:
     return tuple(cuts[: n - 1]) if len(cuts) > n - 1 else tuple(cuts)
 
 
-def plant_tie_at(case: Case, cut: int) -> Case:
+def plant_tie_at(case: Call, cut: int) -> Call:
     """Make entries cut-1 and cut equal to each row's largest finite value (1.0 if none): equal maxima on both
     sides of a shard boundary, where only the lower ID may rank first (§4.1)."""
     bits = case.bits.copy()
@@ -448,7 +248,7 @@ def plant_tie_at(case: Case, cut: int) -> Case:
     return case.replace(bits=bits)
 
 
-def threshold_case(fmt: str, blocks: int, extras: int, *, tile: int | None, temperature: float = 1.0) -> Case:
+def threshold_case(fmt: str, blocks: int, extras: int, *, tile: int | None, temperature: float = 1.0) -> Call:
     """V = 32 * blocks entries whose 32 largest 32-block maxima pass a threshold tau (the 32nd largest block
     maximum) together with exactly ``extras`` more entries: 32 + extras keys are >= tau.
 
@@ -467,7 +267,7 @@ def threshold_case(fmt: str, blocks: int, extras: int, *, tile: int | None, temp
     return make_case(fmt, [x.tolist()], temperature=temperature, seed=blocks * 1000 + extras, tile=tile)
 
 
-def column_threshold_case(fmt: str, tile: int, n: int, extras: int, *, temperature: float = 1.0) -> Case:
+def column_threshold_case(fmt: str, tile: int, n: int, extras: int, *, temperature: float = 1.0) -> Call:
     """Launch 1's threshold for a partial tile: one row of V = n entries in one tile of ``tile`` (>= 1024) entries,
     so fewer than 32 of the tile's G = min(tile / 32, 64) groups of C = tile / G entries are nonempty, the group
     threshold is 0 and the kernel thresholds by the C column maxima instead (column c: entries i = c mod C).
@@ -490,12 +290,7 @@ def column_threshold_case(fmt: str, tile: int, n: int, extras: int, *, temperatu
     return make_case(fmt, [x.tolist()], temperature=temperature, seed=n * 1000 + extras, tile=tile)
 
 
-# Launch 2 thresholds by the tiles' second candidates up to this many tiles, else by their maxima: the kernels'
-# pp3.kernels._select.SECOND_CANDIDATE_TILES (this module imports no triton; a test checks the two agree).
-SECOND_CANDIDATE_TILES = 45
-
-
-def merge_threshold_case(fmt: str, n_tiles: int, extras: int, *, temperature: float = 1.0) -> Case:
+def merge_threshold_case(fmt: str, n_tiles: int, extras: int, *, temperature: float = 1.0) -> Call:
     """Launch 2's threshold over ``n_tiles`` tiles of 32 entries (every entry is a tile candidate), 17 .. 64 tiles.
 
     Up to SECOND_CANDIDATE_TILES tiles the kernel takes tau = the 16th largest second candidate: tile t holds
@@ -526,13 +321,13 @@ def merge_threshold_case(fmt: str, n_tiles: int, extras: int, *, temperature: fl
 FORMAT_NAMES = ("fp32", "fp16", "bf16")
 
 
-def any_format_cases(**kw: Any) -> st.SearchStrategy[Case]:
+def any_format_cases(**kw: Any) -> st.SearchStrategy[Call]:
     """``cases`` in any of the three formats."""
     return st.sampled_from(FORMAT_NAMES).flatmap(lambda f: cases(f, **kw))
 
 
 @st.composite
-def sharded_cases(draw: st.DrawFn, /, **kw: Any) -> tuple[Case, tuple[int, ...]]:
+def sharded_cases(draw: st.DrawFn, /, **kw: Any) -> tuple[Call, tuple[int, ...]]:
     """A case (any format) and a split of its vocabulary; half the time equal maxima straddle one cut."""
     case = draw(any_format_cases(**kw))
     cuts: tuple[int, ...] = draw(shard_cuts(case.v))
@@ -540,3 +335,52 @@ def sharded_cases(draw: st.DrawFn, /, **kw: Any) -> tuple[Case, tuple[int, ...]]
     if cuts and tie:
         case = plant_tie_at(case, draw(st.sampled_from(cuts)))
     return case, cuts
+
+
+# ------------------------------------------------------------------------------- one row, for the reference oracle
+
+# fp32 rows for the reference-vs-oracle property (test_reference_vs_oracle.py: Python floats, one row per example):
+# any fp32 (NaN, infinities, subnormals), biased towards ties, signed zeros, -inf masks and extremes.
+_INF, _NAN = float("inf"), float("nan")
+_SPECIAL_LOGITS = st.sampled_from([0.0, -0.0, -_INF, 1.0, -1.0, FLT_MAX, -FLT_MAX, 1e-45, -1e-45, 2.0, -38.0, -104.0])
+_ANY_LOGIT = st.one_of(
+    st.floats(width=32),
+    st.floats(width=32, allow_nan=False, allow_infinity=False, min_value=-30.0, max_value=30.0),
+    st.integers(-3, 3).map(float),
+    _SPECIAL_LOGITS,
+)
+_FINITE_LOGIT = st.one_of(
+    st.floats(width=32, allow_nan=False, allow_infinity=False, min_value=-50.0, max_value=50.0),
+    st.integers(-3, 3).map(float),
+    st.sampled_from([0.0, -0.0, -_INF]),
+)
+row_temperature = st.one_of(
+    st.sampled_from([1.0, 0.0, -0.0, 0.5, _INF, _NAN, -1.0, -_INF, 1e-45]), st.floats(width=32)
+)
+row_uint64 = st.one_of(st.sampled_from([0, 1, 1 << 63, U64_MAX - 1, U64_MAX]), st.integers(0, U64_MAX))
+row_tau = st.one_of(
+    st.sampled_from([float(np.float32(0.7)), 1.0, 1e-45, FLT_MAX, 1e-3, 1e6]),
+    st.floats(width=32, min_value=2.0**-149, max_value=FLT_MAX, allow_nan=False, allow_infinity=False),
+)
+
+
+@st.composite
+def oracle_rows(draw: st.DrawFn, max_v: int = 80) -> list[float]:
+    """A row of logits: mostly finite (so that most rows are OK), sometimes any fp32 at all."""
+    element = draw(st.sampled_from([_FINITE_LOGIT, _FINITE_LOGIT, _FINITE_LOGIT, _ANY_LOGIT]))
+    return draw(st.lists(element, min_size=1, max_size=max_v))
+
+
+# ------------------------------------------------------------------------------------------------------ sizing
+
+# Examples per property test by Hypothesis profile (the root conftest registers the profiles). ``ci``: ``pytest -n 2
+# proptests`` took 80 s on 2 busy CPU cores under the Triton interpreter (budget: 6 min; the interpreter's cost
+# follows the kernels' algorithm, so re-time after changing them). ``gpu``: compiled kernels on a CUDA GPU.
+EXAMPLES = {"ci": 40, "dev": 100, "gpu": 2000}
+
+
+def prop_settings(factor: float = 1.0) -> settings:
+    """The loaded profile with ``max_examples`` = the tier's size times ``factor`` (expensive tests take fewer), so
+    the property tier's sizing does not depend on other tiers' tests in the same session."""
+    name = os.environ.get("HYPOTHESIS_PROFILE", "dev")
+    return settings(max_examples=max(2, round(EXAMPLES[name] * factor)))

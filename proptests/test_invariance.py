@@ -11,21 +11,17 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import pp3.kernels
-from proptests._harness import (
-    DEVICE,
-    MARKS,
-    Out,
-    assert_same,
-    kernel_row_args,
-    logits_tensor,
-    run_kernel,
-    run_kernel_sharded,
-    run_reference,
-)
-from proptests.profiles import prop_settings
-from proptests.strategies import Case, any_format_cases, make_case, sharded_cases
+from pp3.reference import Proposal
+from pp3.testing.call import Call, default_device, make_case, to_numpy
+from pp3.testing.compare import assert_same, take_rows
+from proptests.strategies import any_format_cases, prop_settings, sharded_cases
 
-pytestmark = MARKS
+pytestmark = [
+    pytest.mark.interpreter,  # without a GPU, the kernels run through TRITON_INTERPRET=1
+    # the interpreter's NumPy warnings on IEEE overflow / invalid operations (expected: d = -inf, z = -inf)
+    pytest.mark.filterwarnings("ignore::RuntimeWarning:triton.runtime.interpreter"),
+]
+DEVICE = default_device()
 
 NINF = float("-inf")
 
@@ -37,7 +33,8 @@ def test_batch_permutation(data: st.DataObject) -> None:
     case = data.draw(any_format_cases(tiles=(32, 128, None), max_v=200, min_b=2, max_b=3, max_programs=8), label="case")
     perm = data.draw(st.permutations(range(case.b)), label="perm")
     permuted = case.take(perm)
-    assert_same(permuted, run_kernel(permuted), run_kernel(case).take(perm), "permuted batch vs batch, permuted")
+    want = take_rows(case.run_kernel(), perm)
+    assert_same(permuted, permuted.run_kernel(), want, "permuted batch vs batch, permuted")
 
 
 @prop_settings()
@@ -45,10 +42,10 @@ def test_batch_permutation(data: st.DataObject) -> None:
 def test_row_alone_equals_row_in_batch(data: st.DataObject) -> None:
     """Batch size and the other rows (failed ones included) do not matter: each row alone equals its batch row."""
     case = data.draw(any_format_cases(tiles=(32, 128, None), max_v=200, min_b=2, max_b=3, max_programs=8), label="case")
-    batch = run_kernel(case)
+    batch = case.run_kernel()
     r = data.draw(st.integers(0, case.b - 1), label="row")
     alone = case.take([r])
-    assert_same(alone, run_kernel(alone), batch.take([r]), f"row alone vs row {r} of a batch of {case.b}")
+    assert_same(alone, alone.run_kernel(), take_rows(batch, [r]), f"row alone vs row {r} of a batch of {case.b}")
 
 
 # Candidates tied across tiles: 48 equal maxima over V = 70 (tiles of 32: three; of 64: two; of 128: one).
@@ -58,12 +55,12 @@ TILED_TIES = make_case("fp32", [[2.0, -1.0] * 5 + [3.0] * 48 + [NINF] * 12], tem
 @prop_settings()
 @given(case=any_format_cases(tiles=(64,), max_v=1100, max_b=2, max_programs=20))
 @example(case=TILED_TIES)
-def test_tile_size_invariance(case: Case) -> None:
+def test_tile_size_invariance(case: Call) -> None:
     """Tiles of 32 .. 4096 entries and the automatic tile give identical outputs (the candidates' merge is exact)."""
-    want = run_kernel(case.replace(tile=32))
+    want = case.replace(tile=32).run_kernel()
     for tile in (64, 128, 256, 1024, 4096, None):
         retiled = case.replace(tile=tile)
-        assert_same(retiled, run_kernel(retiled), want, f"tile {tile} vs tile 32")
+        assert_same(retiled, retiled.run_kernel(), want, f"tile {tile} vs tile 32")
 
 
 # Equal maxima on both sides of a shard boundary: ID 40 | 41 (sampled and T0 rows); the maximum alone in a
@@ -81,21 +78,21 @@ TWO_SINGLES = make_case("fp16", [[1.0, 1.0], [-0.0, 0.0]], temperature=[1.0, -0.
 @example(sc=(BOUNDARY_TIE, (13, 41, 69)))
 @example(sc=(ONE_ENTRY_TIE, (41, 42)))
 @example(sc=(TWO_SINGLES, (1,)))
-def test_shard_split_invariance(sc: tuple[Case, tuple[int, ...]]) -> None:
+def test_shard_split_invariance(sc: tuple[Call, tuple[int, ...]]) -> None:
     """propose_sharded over 1 .. 4 contiguous shards (uneven, 1-entry ones included) equals the unsharded call."""
     case, cuts = sc
-    assert_same(case, run_kernel_sharded(case, cuts), run_kernel(case), f"sharded at {list(cuts)} vs unsharded")
+    assert_same(case, case.replace(cuts=cuts).run_kernel(), case.run_kernel(), f"sharded at {list(cuts)} vs unsharded")
 
 
 @prop_settings()
 @given(case=any_format_cases(tiles=(32, 64), max_v=200, max_b=3, max_programs=8))
-def test_replay_is_identical_and_inputs_untouched(case: Case) -> None:
+def test_replay_is_identical_and_inputs_untouched(case: Call) -> None:
     """Calling twice on the same tensors gives the same outputs, and no call writes to its inputs."""
-    x = logits_tensor(case)
-    args = kernel_row_args(case)
+    x = case.torch_logits(DEVICE)
+    args = case.kernel_row_args(DEVICE)
     before = [_bytes(a) for a in (x, *args)]
-    first = Out.of(pp3.kernels.propose(x, *args, case.tau, tile=case.tile))
-    second = Out.of(pp3.kernels.propose(x, *args, case.tau, tile=case.tile))
+    first = to_numpy(pp3.kernels.propose(x, *args, case.tau, tile=case.tile))
+    second = to_numpy(pp3.kernels.propose(x, *args, case.tau, tile=case.tile))
     assert_same(case, second, first, "second call vs first call")
     for name, a, b in zip(("logits", "target_temperature", "seed", "round", "position"), (x, *args), before,
                           strict=True):
@@ -139,16 +136,17 @@ class _Graph:
         with torch.cuda.graph(self.graph):
             self.out = call()
 
-    def replay(self, case: Case) -> Out:
-        self.logits.copy_(logits_tensor(case, self.logits.device))
-        temp, seed, rnd, pos = kernel_row_args(case.replace(tensor_args=True), self.logits.device)
+    def replay(self, case: Call) -> Proposal:
+        self.logits.copy_(case.torch_logits(self.logits.device))
+        temp, seed, rnd, pos = case.replace(tensor_args=True).kernel_row_args(self.logits.device)
         self.temp.copy_(temp)
         self.seed.copy_(seed)
         self.round.copy_(rnd)
         self.position.copy_(pos)
         self.graph.replay()
         torch.cuda.synchronize()
-        return Out.of(self.out)
+        out: Proposal = to_numpy(self.out)
+        return out
 
 
 _GRAPHS: dict[str, _Graph] = {}
@@ -157,9 +155,9 @@ _GRAPHS: dict[str, _Graph] = {}
 @pytest.mark.skipif(DEVICE.type != "cuda", reason="CUDA-graph capture and replay need a CUDA GPU")
 @prop_settings()
 @given(case=any_format_cases(tiles=(_GRAPH_TILE,), b=_GRAPH_B, v=_GRAPH_V, tau=0.7))
-def test_cuda_graph_replay_matches_reference(case: Case) -> None:
+def test_cuda_graph_replay_matches_reference(case: Call) -> None:
     """One capture per format; every replay with new inputs in the static buffers equals the reference."""
     graph = _GRAPHS.get(case.fmt.name)
     if graph is None:
         graph = _GRAPHS[case.fmt.name] = _Graph(case.fmt.name)
-    assert_same(case, graph.replay(case), run_reference(case), "CUDA-graph replay vs reference")
+    assert_same(case, graph.replay(case), case.run_reference(), "CUDA-graph replay vs reference")

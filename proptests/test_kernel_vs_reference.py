@@ -11,23 +11,16 @@ import numpy as np
 import pytest
 from hypothesis import example, given
 
-from proptests._harness import MARKS, assert_same, run_kernel, run_reference
-from proptests.profiles import prop_settings
-from proptests.strategies import (
-    FLT_MAX,
-    FLT_MIN,
-    FLT_TRUE_MIN,
-    SECOND_CANDIDATE_TILES,
-    U64_MAX,
-    Case,
-    cases,
-    column_threshold_case,
-    make_case,
-    merge_threshold_case,
-    threshold_case,
-)
+from pp3.kernels.config import SECOND_CANDIDATE_TILES
+from pp3.testing.call import FLT_MAX, FLT_MIN, FLT_TRUE_MIN, U64_MAX, Call, make_case
+from pp3.testing.compare import assert_same
+from proptests.strategies import cases, column_threshold_case, merge_threshold_case, prop_settings, threshold_case
 
-pytestmark = MARKS
+pytestmark = [
+    pytest.mark.interpreter,  # without a GPU, the kernels run through TRITON_INTERPRET=1
+    # the interpreter's NumPy warnings on IEEE overflow / invalid operations (expected: d = -inf, z = -inf)
+    pytest.mark.filterwarnings("ignore::RuntimeWarning:triton.runtime.interpreter"),
+]
 
 INF = float("inf")
 NINF = -INF
@@ -35,8 +28,8 @@ NAN = float("nan")
 TILES = (32, 64, 128, None)  # None: the launcher's own tile (1024 here, one program per row)
 
 
-def check(case: Case) -> None:
-    assert_same(case, run_kernel(case), run_reference(case))
+def check(case: Call) -> None:
+    assert_same(case, case.run_kernel(), case.run_reference())
 
 
 # ------------------------------------------------------------------------------------------------ fp32 edges
@@ -146,7 +139,7 @@ TILE_EDGES_65 = make_case("fp32", [_SPREAD[:65]], temperature=1.0, seed=11, tile
 @example(case=TILE_EDGES_63)
 @example(case=TILE_EDGES_64)
 @example(case=TILE_EDGES_65)
-def test_fp32_matches_reference(case: Case) -> None:
+def test_fp32_matches_reference(case: Call) -> None:
     check(case)
 
 
@@ -178,7 +171,7 @@ FP16_GAPS = make_case("fp16", [[0.0, 0.0, -60.0, -65.0, -70.0, -75.0, -100.0] * 
 @example(case=FP16_EXTREMES)
 @example(case=FP16_NAN)
 @example(case=FP16_GAPS)
-def test_fp16_matches_reference(case: Case) -> None:
+def test_fp16_matches_reference(case: Call) -> None:
     check(case)
 
 
@@ -208,7 +201,7 @@ BF16_EXTREMES = make_case(
 @given(case=cases("bf16", tiles=TILES))
 @example(case=BF16_SUBNORMALS)
 @example(case=BF16_EXTREMES)
-def test_bf16_matches_reference(case: Case) -> None:
+def test_bf16_matches_reference(case: Call) -> None:
     check(case)
 
 
@@ -245,7 +238,7 @@ PADDED_129 = make_case("fp32", [_R.tolist()], temperature=1.0, seed=129, tile=10
 @example(case=THRESHOLD_EDGES[5])
 @example(case=THRESHOLD_EDGES[6])
 @example(case=THRESHOLD_EDGES[7])
-def test_large_vocab_matches_reference(case: Case) -> None:
+def test_large_vocab_matches_reference(case: Call) -> None:
     """V up to 4200: many tiles (launch 2 merging up to 132 tiles' candidates) or large tiles (launch 1)."""
     check(case)
 
@@ -275,5 +268,5 @@ def test_survivor_edges_use_the_kernels_switch() -> None:
 
 
 @pytest.mark.parametrize("case", SURVIVOR_EDGES, ids=lambda c: f"V{c.v}-tile{c.tile}-{c.fmt.name}-s{c.seed[0]}")
-def test_threshold_survivor_edges_match_reference(case: Case) -> None:
+def test_threshold_survivor_edges_match_reference(case: Call) -> None:
     check(case)

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
-from pp3._chisq import MIN_EXPECTED, ChiSquare, holm, merge_groups
-from pp3._chisq import pearson as _pearson
+from pp3.audit.chisq import MIN_EXPECTED, ChiSquare, holm, merge_groups
+from pp3.audit.chisq import pearson as _pearson
 
 # The Pearson machinery is the library's (pp3/_chisq.py, scipy-free); here only the p-value comes from SciPy.
 __all__ = ["MIN_EXPECTED", "ChiSquare", "holm", "independence", "merge_groups", "pearson", "power_at", "power_n50"]

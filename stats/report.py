@@ -89,7 +89,9 @@ def effect_table(suite: Suite, planted: list[Composed], family_size: int) -> str
     lines = [head, "-" * (len(head) + 12)]
     every = cases_mod.ticket_cases() + cases_mod.e2e_cases()
     for m in planted:
-        if m.allocate is tickets_mod.allocate and m.draw_slot is tickets_mod.draw_slot:
+        if m.mutant is None or m.mutant.target not in (
+            "pp3.reference.tickets:allocate", "pp3.reference.tickets:draw_slot"
+        ):
             continue
         hit, moved_max = 0, 0
         support, pearson = (math.inf, "-"), (math.inf, "-")

@@ -7,35 +7,31 @@ A sampler maps a logits row and a batch of keys (seed, round, position) to drawn
 * ``case_draws(row, tau, keys)`` -> ``Draws``: one draw per key for copies of that row;
 * ``uniform_bits(keys)`` -> (values, bits): the most of the uniform the sampler lets us see.
 
-``Composed`` samplers are the reference selector with at most one stage swapped (§5 allocation, the §8 stream,
-the §8 draw rule, the greedy branch); they also expose ``draw_slot`` (so the draw rule can be enumerated over all
-2^24 uniforms) and ``accept_uniform``. The reference itself is ``Composed()`` with nothing swapped: its
-``propose`` *is* ``pp3.reference.propose``. ``KernelSampler`` wraps ``pp3.kernels.propose`` (torch, CUDA); it only
-shows drawn tokens, so it sees 5 bits of the uniform (the slot drawn from 32 equal slots, u >> 19).
+``Composed`` samplers are the reference selector with at most one planted bug of the catalogue
+(``pp3.testing.mutants``: the §5 allocation, the §8 stream or draw rule, the greedy branch, the acceptance domain);
+they also expose ``draw_slot`` (so the draw rule can be enumerated over all 2^24 uniforms) and ``accept_uniform``.
+The reference itself is ``Composed()`` with nothing swapped: its ``propose`` *is* ``pp3.reference.propose``.
+``KernelSampler`` wraps ``pp3.kernels.propose`` (torch, CUDA); it only shows drawn tokens, so it sees 5 bits of the
+uniform (the slot drawn from 32 equal slots, u >> 19).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib
-from collections.abc import Callable, Iterator
-from types import ModuleType
+from collections.abc import Callable
 from typing import Any, Protocol
-from unittest import mock
 
 import numpy as np
 import numpy.typing as npt
 
 from pp3.reference import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, Proposal, philox, tickets
+from pp3.reference import select as _PROPOSE
 from pp3.reference._constants import TICKET_BITS
-from tools.mutants import draw_off_by_one, largest_remainder, remainder_to_lowest_id
+from pp3.testing.mutants import Mutant, mutant, patched
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
-CounterMap = Callable[[U64, U64, U64], tuple[U64, U64, U64]]
 
-_PROPOSE = importlib.import_module("pp3.reference.propose")  # the module (``pp3.reference.propose`` is the function)
 UNIFORM32_ROW = np.zeros(32, dtype=np.float32)  # 32 equal logits: 2^19 tickets per slot, slot = u >> 19
 
 
@@ -90,33 +86,7 @@ def stream_uniform(seed: U64, round_: U64, position: U64, domain: int) -> U64:
     return u
 
 
-@dataclasses.dataclass(frozen=True)
-class Stream:
-    """How a sampler keys its uniforms: a domain, optionally a counter/key map and a transform of u."""
-
-    domain: int = DOMAIN_PROPOSAL
-    counter_map: CounterMap | None = None
-    post: Callable[[U64], U64] | None = None
-
-    def __call__(self, seed: U64, round_: U64, position: U64) -> U64:
-        if self.counter_map is not None:
-            seed, round_, position = self.counter_map(seed, round_, position)
-        u = stream_uniform(seed, round_, position, self.domain)
-        return u if self.post is None else self.post(u)
-
-
 # --- the composed (reference / mutant) sampler ---------------------------------------------------------------------
-
-
-class _Override:
-    """A stand-in for a module with some attributes replaced; everything else is the module's."""
-
-    def __init__(self, module: ModuleType, **overrides: Any) -> None:
-        self._module = module
-        self.__dict__.update(overrides)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
 
 
 class _SlotCache:
@@ -137,15 +107,9 @@ class _SlotCache:
 
 @dataclasses.dataclass(frozen=True)
 class Composed(_SlotCache):
-    """The reference selector with at most one planted bug (``bug`` says which; empty for the reference)."""
+    """The reference selector with at most one planted bug of ``pp3.testing.mutants`` (``None``: the reference)."""
 
-    name: str = "reference"
-    bug: str = ""
-    allocate: Callable[[npt.NDArray[np.float64], I64], I64] = tickets.allocate
-    draw_slot: Callable[[I64, U64], I64] = tickets.draw_slot
-    stream: Stream = Stream()
-    accept: Stream = Stream(domain=DOMAIN_ACCEPT)
-    greedy_as_sampled: bool = False
+    mutant: Mutant | None = None
     _slots: dict[tuple[bytes, str, float], tuple[I64, I64]] = dataclasses.field(
         default_factory=dict, compare=False, repr=False
     )
@@ -153,32 +117,43 @@ class Composed(_SlotCache):
     nbits = TICKET_BITS
 
     @property
-    def is_mutant(self) -> bool:
-        return bool(self.bug)
+    def name(self) -> str:
+        return "reference" if self.mutant is None else self.mutant.name
 
-    @contextlib.contextmanager
-    def _patched(self) -> Iterator[None]:
-        if not self.is_mutant:  # the reference runs unpatched
-            yield
-            return
-        t = _Override(tickets, allocate=self.allocate, draw_slot=self.draw_slot)
-        p = _Override(philox, proposal_uniform=self.stream)
-        with mock.patch.object(_PROPOSE, "tickets", t), mock.patch.object(_PROPOSE, "philox", p):
-            yield
+    @property
+    def bug(self) -> str:
+        return "" if self.mutant is None else self.mutant.what
+
+    @property
+    def is_mutant(self) -> bool:
+        return self.mutant is not None
+
+    def _replaced(self, target: str) -> Any:
+        """The mutant's replacement if it replaces ``target``, else None."""
+        return self.mutant.replacement if self.mutant is not None and self.mutant.target == target else None
+
+    @property
+    def draw_slot(self) -> Callable[[I64, U64], I64]:
+        fn: Callable[[I64, U64], I64] = self._replaced("pp3.reference.tickets:draw_slot") or tickets.draw_slot
+        return fn
 
     def propose(self, logits: Any, temperature: Any, seed: Any, round_: Any, position: Any, tau: float) -> Proposal:
-        temp = np.asarray(temperature, dtype=np.float32)
-        if self.greedy_as_sampled:
-            temp = np.where(temp == 0, np.float32(1.0), temp)
-        with self._patched():
-            out: Proposal = _PROPOSE.propose(logits, temp, seed, round_, position, tau=tau)
+        with patched(None if self.mutant is None else self.mutant.name):  # the reference runs unpatched
+            out: Proposal = _PROPOSE.propose(logits, temperature, seed, round_, position, tau=tau)
             return out
 
     def uniform(self, keys: Keys) -> U64:
-        return self.stream(keys.seed, keys.round, keys.position)
+        """§8's u for each key: the mutant's stream if it replaces it, else the reference's (memoised)."""
+        fn = self._replaced("pp3.reference.philox:proposal_uniform")
+        if fn is not None:
+            u: U64 = fn(keys.seed, keys.round, keys.position)
+            return u
+        return stream_uniform(keys.seed, keys.round, keys.position, DOMAIN_PROPOSAL)
 
     def accept_uniform(self, keys: Keys) -> U64:
-        return self.accept(keys.seed, keys.round, keys.position)
+        """The 24-bit uniform of the acceptance domain (the mutant's domain if it replaces it)."""
+        domain = self._replaced("pp3.reference.accept:DOMAIN_ACCEPT")
+        return stream_uniform(keys.seed, keys.round, keys.position, DOMAIN_ACCEPT if domain is None else domain)
 
     def uniform_bits(self, keys: Keys) -> tuple[U64, int]:
         return self.uniform(keys), self.nbits
@@ -190,37 +165,14 @@ class Composed(_SlotCache):
 
 # --- the planted bugs ----------------------------------------------------------------------------------------------
 
-
-def _drop_lowest_bit(u: U64) -> U64:
-    """A 23-bit uniform: u = (w0 >> 41) << 1."""
-    return (u >> np.uint64(1)) << np.uint64(1)
-
-
-def _round_ignored(seed: U64, round_: U64, position: U64) -> tuple[U64, U64, U64]:
-    return seed, np.zeros_like(round_), position
-
-
-def _position_lsb_ignored(seed: U64, round_: U64, position: U64) -> tuple[U64, U64, U64]:
-    return seed, round_, position & ~np.uint64(1)
-
-
-def _seed_lsb_ignored(seed: U64, round_: U64, position: U64) -> tuple[U64, U64, U64]:
-    return seed & ~np.uint64(1), round_, position
+# The planted bugs of this tier (pp3.testing.mutants): each one is a target of some audit (test_stats.py says which).
+MUTANTS = ("draw-off-by-one", "largest-remainder", "remainder-lowest-id", "uniform-23-bits", "counter-reuse",
+           "position-lsb", "seed-lsb", "domain-collision", "t0-sampled")
 
 
 def mutants() -> list[Composed]:
-    """The planted bugs. The first five are the issue's; the last four give the remaining audits a target."""
-    return [
-        Composed("off-by-one", "draw takes the first slot with u <= C_j (not u < C_j)", draw_slot=draw_off_by_one),
-        Composed("largest-remainder", "remainder by largest fractional part", allocate=largest_remainder),
-        Composed("remainder-lowest-id", "remainder to slot 0 (lowest ID), not rank 0", allocate=remainder_to_lowest_id),
-        Composed("uniform-23bit", "u = (w0 >> 41) << 1: a 23-bit uniform", stream=Stream(post=_drop_lowest_bit)),
-        Composed("counter-reuse", "counter (0, position): rounds reuse it", stream=Stream(counter_map=_round_ignored)),
-        Composed("position-lsb", "counter (round, position & ~1)", stream=Stream(counter_map=_position_lsb_ignored)),
-        Composed("seed-lsb", "key (seed & ~1, domain)", stream=Stream(counter_map=_seed_lsb_ignored)),
-        Composed("domain-collision", "acceptance draws keyed with the proposal domain", accept=Stream()),
-        Composed("t0-sampled", "greedy (T0) rows are sampled like T > 0 rows", greedy_as_sampled=True),
-    ]
+    """The reference with each planted bug of MUTANTS."""
+    return [Composed(mutant(name)) for name in MUTANTS]
 
 
 # --- the GPU kernels -----------------------------------------------------------------------------------------------

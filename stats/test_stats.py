@@ -21,10 +21,10 @@ pytestmark = pytest.mark.stats
 
 # The audits each planted bug must fail (it may fail more). STATS.md "Power" explains each line.
 EXPECTED_CATCH = {
-    "off-by-one": {"draw-map"},
+    "draw-off-by-one": {"draw-map"},
     "largest-remainder": {"tickets-exact", "fidelity/flood"},
     "remainder-lowest-id": {"tickets-exact", "fidelity/flood"},
-    "uniform-23bit": {"uniform/low12"},
+    "uniform-23-bits": {"uniform/low12"},
     "counter-reuse": {"pair/round/high", "pair/round/low"},
     "position-lsb": {"pair/position/high", "pair/position/low"},
     "seed-lsb": {"pair/seed/high", "pair/seed/low"},

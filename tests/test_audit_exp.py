@@ -9,8 +9,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from pp3.testing.golden import load_expf_wc
+from pp3.testing.mutants import expf_final_rounding_in_fp32
+from tests.oracles.expf import boundary_distance, cr_expf, round_mpf
 from tools import audit_exp
-from tools.expf_oracle import boundary_distance, cr_expf, round_mpf
 
 
 def _distance_by_fractions(y: float) -> tuple[Fraction, Fraction]:
@@ -63,7 +65,7 @@ def test_round_mpf_rounds_to_nearest_even_with_subnormals() -> None:
 
 
 def test_audit_passes_the_reference_on_a_slice() -> None:
-    hard = [0xC16912CD, 0xBBF0EDF1, 0xBAE0E25C, 0xB3000000]  # tests/data/expf_hard_cases.txt
+    hard = [int(b) for b in load_expf_wc()[0].view(np.uint32)]  # pp3/conformance/expf.wc
     sub = np.arange(0xC2C80000, 0xC2C80000 + 65536, dtype=np.uint64)  # z ~ -100: subnormal results
     bits = np.concatenate([sub, np.array(hard, dtype=np.uint64)]).astype(np.uint32)
     t = audit_exp.audit_bits(bits, "numpy")
@@ -75,9 +77,7 @@ def test_audit_passes_the_reference_on_a_slice() -> None:
 
 
 def test_audit_reports_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_expf import _expf_final_rounding_in_fp32
-
-    monkeypatch.setattr(audit_exp, "expf", _expf_final_rounding_in_fp32)
+    monkeypatch.setattr(audit_exp, "expf", expf_final_rounding_in_fp32)
     bits = np.arange(0xC2CF0000, 0xC2CF0000 + 65536, dtype=np.uint64).astype(np.uint32)  # z in (-104, -103.5]
     t = audit_exp.audit_bits(bits, "numpy")
     mis = [r for r in t.referred if r.ref_bits != r.cr_bits]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -14,14 +12,13 @@ import numpy.typing as npt
 import pytest
 
 from pp3.reference import expf
+from pp3.reference import exponential as expf_mod
 from pp3.reference._exp_table import TH_BITS, TL_BITS
-from tests._diag import mismatch_report
-from tools.expf_oracle import boundary_distance, cr_expf_array, cr_float64
+from pp3.testing.compare import mismatch_report
+from pp3.testing.golden import load_expf_wc
+from pp3.testing.mutants import expf_final_rounding_in_fp32
+from tests.oracles.expf import boundary_distance, cr_expf_array, cr_float64
 
-# The package re-exports the function under the module's name (pp3.reference.expf is the function), so reach the
-# module itself through importlib to read and monkeypatch its constants.
-expf_mod = importlib.import_module("pp3.reference.expf")
-HARD_CASES = Path(__file__).parent / "data" / "expf_hard_cases.txt"
 ExpImpl = Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]]
 
 
@@ -111,10 +108,8 @@ def near_midpoint_inputs(n_min: int, seed: int, max_ulp32: float = 2.0**-20) -> 
 
 
 def hard_case_file() -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-    """tests/data/expf_hard_cases.txt (written by tools/audit_exp.py): z and its correctly rounded e^z."""
-    rows = [line.split("#")[0].split() for line in HARD_CASES.read_text().splitlines()]
-    rows = [r for r in rows if r]
-    return _f32([int(r[0], 16) for r in rows]), _f32([int(r[1], 16) for r in rows])
+    """pp3/conformance/expf.wc (written by tools/audit_exp.py): z and its correctly rounded e^z."""
+    return load_expf_wc()
 
 
 def _consecutive(center: float, n: int) -> npt.NDArray[np.float32]:
@@ -192,22 +187,6 @@ def test_subnormal_results_are_kept() -> None:
 
 # --- (c) the check catches planted bugs ----------------------------------------------------------------------------
 
-def _expf_final_rounding_in_fp32(z: npt.ArrayLike) -> npt.NDArray[np.float32]:
-    """A mutant of pp3.reference.expf: E8/E9 done in fp32 (round y to fp32, then scale by 2^m in fp32)."""
-    m_ = expf_mod
-    z32 = np.asarray(z, dtype=np.float32)
-    with np.errstate(all="ignore"):
-        x = np.maximum(z32, m_.ZMIN).astype(np.float64)
-        kd = (x * m_.INV + m_.SHIFT) - m_.SHIFT
-        k = kd.astype(np.int32)
-        r = (x - kd * m_.L1) - kd * m_.L2
-        p = r * (m_.ONE + r * (m_.C2 + r * (m_.C3 + r * (m_.C4 + r * m_.C5))))
-        j, m = k & np.int32(63), k >> np.int32(6)
-        y = m_.TH[j] + (m_.TL[j] + m_.TH[j] * p)
-        scale = ((m.astype(np.int64) + np.int64(1023)) << np.int64(52)).view(np.float64)
-        return np.asarray(y.astype(np.float32) * scale.astype(np.float32), dtype=np.float32)  # the bug
-
-
 def _mismatch_count(report: str | None) -> int:
     return 0 if report is None else int(report.split(": ")[1].split(" of ")[0])
 
@@ -223,7 +202,7 @@ def test_check_detects_mutant_without_c5(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_check_detects_mutant_with_fp32_final_rounding() -> None:
     z = expf_inputs(75_000, 1)
-    n = _mismatch_count(expf_mismatches(_expf_final_rounding_in_fp32, z))
+    n = _mismatch_count(expf_mismatches(expf_final_rounding_in_fp32, z))
     print(f"fp32 final rounding mutant: {n} mismatches of {z.size}")
     assert n > 0, "the correct-rounding check did not notice double rounding in fp32"
 
@@ -232,4 +211,21 @@ def test_mutant_copy_is_faithful_apart_from_the_bug() -> None:
     """The fp32-rounding mutant agrees with expf wherever the result is normal: the detection above is the bug."""
     z = expf_inputs(75_000, 1)
     normal = z[(z > -87.0)]
-    assert (rep := mismatch_report(_expf_final_rounding_in_fp32(normal), expf(normal), "mutant vs expf")) is None, rep
+    assert (rep := mismatch_report(expf_final_rounding_in_fp32(normal), expf(normal), "mutant vs expf")) is None, rep
+
+
+@pytest.mark.interpreter
+def test_device_exponential_on_the_worst_case_file() -> None:
+    """The kernels' expf (the device code every exact-path kernel calls) on pp3/conformance/expf.wc."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU")
+    from pp3.kernels import expf as device_expf
+    from pp3.testing.call import default_device
+
+    z, want = hard_case_file()
+    got = device_expf(torch.from_numpy(z.copy()).to(default_device())).cpu().numpy()
+    assert (rep := mismatch_report(got, want, "device expf on the worst-case file", inputs=z)) is None, rep

@@ -1,18 +1,35 @@
-"""golden/dyadic24-floor-first-v1.jsonl: the reference reproduces every row, and the file is exactly what
-tools/gen_golden.py builds (no hand edits)."""
+"""The golden vectors (pp3/conformance): the reference and the kernels reproduce every row, the comparison catches
+every planted bug of the selector's ticket, sum and draw clauses, and each file is exactly what tools/gen_golden.py
+builds (no hand edits)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import numpy as np
 import pytest
 
-from pp3.reference import SEMANTIC_ID, TICKETS, K, Status
-from tests._diag import first_lines
+from pp3.reference import ACCEPT_SEMANTIC_ID, SEMANTIC_ID, TICKETS, AcceptStatus, K, Status
+from pp3.testing import mutants
+from pp3.testing.compare import first_lines, row_mismatch
+from pp3.testing.golden import (
+    ACCEPT_GOLDEN_FILE,
+    GOLDEN_FILE,
+    accept_case_from_json,
+    accept_case_to_json,
+    case_from_json,
+    case_to_json,
+    count_mismatching_rows,
+    load_accept_golden,
+    load_golden,
+)
 from tools import gen_golden
-from tools.golden_io import GOLDEN_FILE, case_from_json, case_to_json, count_mismatching_rows, load_golden
 
 CASES = load_golden(GOLDEN_FILE)
+# The planted bugs the selector's golden vectors must catch (pp3.testing.mutants).
+GOLDEN_CATCHES = ("largest-remainder", "remainder-lowest-id", "uniform-low-24-bits", "draw-off-by-one",
+                  "left-fold-sum", "strided8-sum")
 
 
 def test_file_is_named_for_the_semantic_id() -> None:
@@ -60,3 +77,86 @@ def test_file_is_well_formed_and_covers_the_clauses() -> None:
 def test_json_round_trip_is_exact() -> None:
     for line in GOLDEN_FILE.read_text().splitlines():
         assert case_to_json(case_from_json(line)) == line
+
+
+def test_unmutated_reference_passes_golden() -> None:
+    assert count_mismatching_rows(CASES) == 0
+
+
+@pytest.mark.parametrize("name", GOLDEN_CATCHES)
+def test_golden_detects_mutant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(*mutants.mutant(name).target_and_replacement())
+    report: list[str] = []
+    bad = count_mismatching_rows(CASES, report=report)
+    rows = sum(c.B for c in CASES)
+    print(f"mutant {name}: {bad} of {rows} golden rows mismatch")
+    assert bad > 0, f"the golden vectors do not detect the mutant {name}"
+    assert report[0].startswith("case "), report[0]
+
+
+# --- the verifier's golden vectors (§11) ---------------------------------------------------------------------------
+
+ACCEPT_CASES = load_accept_golden()
+
+
+def test_accept_file_is_named_for_the_semantic_id() -> None:
+    assert ACCEPT_GOLDEN_FILE.name == f"{ACCEPT_SEMANTIC_ID}.jsonl"
+
+
+def test_reference_reproduces_every_accept_golden_row() -> None:
+    bad = [f"{c.name} rows {np.flatnonzero(row_mismatch(c.call.run_reference(), c.expected)).tolist()}"
+           for c in ACCEPT_CASES if row_mismatch(c.call.run_reference(), c.expected).any()]
+    assert not bad, "accept golden rows differ: " + "; ".join(bad)
+
+
+def test_accept_regenerating_reproduces_the_file_byte_for_byte() -> None:
+    assert gen_golden.build_accept() == ACCEPT_GOLDEN_FILE.read_text(), (
+        "accept golden file differs from tools/gen_golden.py's output: never edit it by hand; regenerate (make golden) "
+        "only together with a new semantic ID")
+
+
+def test_accept_file_covers_the_clauses() -> None:
+    names = [c.name for c in ACCEPT_CASES]
+    assert len(names) == len(set(names)) and all(c.reason and "\n" not in c.reason for c in ACCEPT_CASES)
+    status = np.concatenate([c.expected.status for c in ACCEPT_CASES])
+    assert {int(s) for s in status} == {int(s) for s in AcceptStatus}, f"statuses covered: {sorted(set(status))}"
+    assert {c.call.fmt.name for c in ACCEPT_CASES} == {"fp32", "fp16", "bf16"}
+    ok = [(c, r) for c in ACCEPT_CASES for r in range(c.call.bits.shape[0]) if c.expected.status[r] == 0]
+    t0 = [(c, r) for c, r in ok if c.call.temperature[r] == 0]
+    sampled = [(c, r) for c, r in ok if c.call.temperature[r] != 0]
+    assert t0 and sampled
+    depth = {id(c): c.call.draft_tokens.shape[1] for c in ACCEPT_CASES}
+    n = {(id(c), r): int(np.argmax(c.call.draft_status[r] != 0)) if (c.call.draft_status[r] != 0).any()
+         else depth[id(c)] for c in ACCEPT_CASES for r in range(c.call.bits.shape[0])}
+    for group in (t0, sampled):
+        assert any(c.expected.accepted[r] < n[(id(c), r)] for c, r in group), "no rejection (correction)"
+        assert any(c.expected.accepted[r] == n[(id(c), r)] for c, r in group), "no bonus"
+    assert any(n[(id(c), r)] < depth[id(c)] for c, r in ok), "no truncated draft"
+    for c in ACCEPT_CASES:  # §11.8: drafts 0 .. a-1, then the correction or bonus, then -1; failed rows all -1
+        for r in range(c.call.bits.shape[0]):
+            a, toks = int(c.expected.accepted[r]), c.expected.tokens[r]
+            if c.expected.status[r] != 0:
+                assert a == -1 and (toks == -1).all(), c.name
+            else:
+                assert (toks[:a] == c.call.draft_tokens[r, :a]).all() and toks[a] >= 0 and (toks[a + 1:] == -1).all()
+
+
+def test_accept_json_round_trip_is_exact() -> None:
+    for line in ACCEPT_GOLDEN_FILE.read_text().splitlines():
+        assert accept_case_to_json(accept_case_from_json(line)) == line
+
+
+@pytest.mark.parametrize("name", ["domain-collision", "residual-unnormalized", "q-from-greedy"])
+def test_accept_golden_detects_mutant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verifier's planted bugs change golden rows (q-from-greedy through the verify call it wraps)."""
+    mutant = mutants.mutant(name)
+    monkeypatch.setattr(*mutant.target_and_replacement())
+    from pp3.reference import accept
+
+    def run(c: Any) -> Any:
+        x = c.call.fmt.widen(c.call.bits) if c.call.fmt.name != "fp16" else c.call.bits.view(np.float16)
+        return accept.verify(target_logits=x, target_temperature=c.call.temperature, **c.call.draft(),
+                             seed=c.call.seed, round=c.call.round, position=c.call.position)
+
+    bad = sum(int(row_mismatch(run(c), c.expected).sum()) for c in ACCEPT_CASES)
+    assert bad > 0, f"the accept golden vectors do not detect the mutant {name}"

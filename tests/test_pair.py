@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from tests._diag import assert_same
+from pp3.testing.compare import assert_equal
 
 HAVE_KERNELS = all(importlib.util.find_spec(m) is not None for m in ("torch", "triton"))
 pytestmark = [
@@ -368,7 +368,7 @@ def test_pair_equals_reference(world: int, name: str) -> None:
         got = res[name]
         assert got["error"] is None, f"rank {rank}: {got['error']}: {got.get('text')}"
         for f in FIELDS:
-            assert_same(got[f], want[f], f"rank {rank} of {world}, {name}: {f}")
+            assert_equal(got[f], want[f], f"rank {rank} of {world}, {name}: {f}")
 
 
 BAD_SETUPS = [
@@ -468,7 +468,7 @@ def test_packed_path_simulated(kernels: Any, sizes: list[int], tile: int, merge:
     got = _outputs(select.finalize(cands, temp, seed, rnd, pos, bt.tau))
     want = bt.reference()
     for f in FIELDS:
-        assert_same(got[f], want[f], f"{len(sizes)} shards {sizes}, tile {tile}, merge_local={merge}: {f}")
+        assert_equal(got[f], want[f], f"{len(sizes)} shards {sizes}, tile {tile}, merge_local={merge}: {f}")
 
 
 @pytest.mark.parametrize(
@@ -498,7 +498,7 @@ def test_empty_tiles_are_neutral(kernels: Any, v: int, tile: int) -> None:
         )
         got = _outputs(select.finalize(padded, temp, seed, rnd, pos))
         for f in FIELDS:
-            assert_same(got[f], base[f], f"two empty tiles at {where}: {f}")
+            assert_equal(got[f], base[f], f"two empty tiles at {where}: {f}")
 
 
 def test_message_layout(kernels: Any) -> None:
@@ -548,7 +548,7 @@ def test_world_of_one(world_of_one: Any, merge: bool) -> None:
     got = _outputs(pair.propose_vocab_parallel(x, 0, V, temp, seed, rnd, pos, bt.tau, tile=64, merge_local=merge))
     want = bt.reference()
     for f in FIELDS:
-        assert_same(got[f], want[f], f"W = 1, merge_local={merge}: {f}")
+        assert_equal(got[f], want[f], f"W = 1, merge_local={merge}: {f}")
 
 
 def test_too_many_tiles_rejected_before_work(world_of_one: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -556,7 +556,7 @@ def test_too_many_tiles_rejected_before_work(world_of_one: Any, monkeypatch: pyt
     import torch
 
     pair = world_of_one
-    monkeypatch.setattr(pair._select, "MAX_TILES", 4)
+    monkeypatch.setattr(pair, "MAX_TILES", 4)
     x = torch.zeros(1, 300)
     pair.check_shards(x, 0, V, tile=32)
     with pytest.raises(ValueError, match="that launch 2 merges; use a larger tile or merge_local=True"):

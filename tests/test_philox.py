@@ -1,8 +1,7 @@
-"""SPEC.md §8: Philox4x64-10 (Random123 known answers, NumPy's independent Philox), mulhilo64, the keyed uniform."""
+"""SPEC.md §8: Philox4x64-10 (Random123 known answers on the reference and on the kernels' device code, NumPy's
+independent Philox), mulhilo64, the keyed uniform."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -12,26 +11,12 @@ from hypothesis import strategies as st
 
 from pp3.reference import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, philox
 from pp3.reference.philox import PHILOX_M0, PHILOX_M1, mulhilo64, philox4x64_10, proposal_uniform
-from tests._diag import assert_same
+from pp3.testing.compare import assert_equal
+from pp3.testing.golden import load_kat
 
-KAT = Path(__file__).parent / "kat" / "philox4x64_10.txt"
+KAT_VECTORS = load_kat()
 U64 = (1 << 64) - 1
 U256 = 1 << 256
-
-
-def _kat_vectors() -> list[tuple[list[int], list[int], list[int]]]:
-    vectors = []
-    for line in KAT.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, rounds, *words = line.split()
-        assert (name, rounds, len(words)) == ("philox4x64", "10", 10), f"malformed KAT line: {line!r}"
-        w = [int(x, 16) for x in words]
-        vectors.append((w[0:4], w[4:6], w[6:10]))
-    return vectors
-
-
-KAT_VECTORS = _kat_vectors()
 
 
 def numpy_philox(ctr: int, key: tuple[int, int]) -> list[int]:
@@ -59,7 +44,7 @@ def test_kat_file_has_the_three_random123_vectors() -> None:
 @pytest.mark.parametrize("ctr,key,want", KAT_VECTORS, ids=["zeros", "ones", "pi"])
 def test_reference_matches_random123_kat(ctr: list[int], key: list[int], want: list[int]) -> None:
     got = philox4x64_10(np.array(ctr, dtype=np.uint64), np.array(key, dtype=np.uint64))
-    assert_same(got, np.array(want, dtype=np.uint64), f"philox4x64_10(ctr={[hex(c) for c in ctr]})")
+    assert_equal(got, np.array(want, dtype=np.uint64), f"philox4x64_10(ctr={[hex(c) for c in ctr]})")
 
 
 @pytest.mark.parametrize("ctr,key,want", KAT_VECTORS, ids=["zeros", "ones", "pi"])
@@ -90,15 +75,15 @@ def test_reference_matches_numpy_philox_on_1200_pairs() -> None:
         [numpy_philox(_ctr_int([int(w) for w in c]), (int(k[0]), int(k[1]))) for c, k in zip(ctr, key, strict=True)],
         dtype=np.uint64,
     )
-    assert_same(got, want, "philox4x64_10 vs numpy.random.Philox", inputs=ctr)
+    assert_equal(got, want, "philox4x64_10 vs numpy.random.Philox", inputs=ctr)
 
 
 def test_batch_shapes_are_elementwise() -> None:
     ctr, key = _random_pairs(40)
     flat = philox4x64_10(ctr, key)
-    assert_same(philox4x64_10(ctr.reshape(2, 4, 5, 4), key.reshape(2, 4, 5, 2)).reshape(40, 4), flat, "[2,4,5] batch")
+    assert_equal(philox4x64_10(ctr.reshape(2, 4, 5, 4), key.reshape(2, 4, 5, 2)).reshape(40, 4), flat, "[2,4,5] batch")
     one = np.stack([philox4x64_10(ctr[i], key[i]) for i in range(40)])
-    assert_same(one, flat, "row by row")
+    assert_equal(one, flat, "row by row")
 
 
 def test_philox_rejects_wrong_word_counts() -> None:
@@ -117,8 +102,8 @@ def _check_mulhilo(a: int, bs: list[int]) -> None:
     hi, lo = mulhilo64(np.uint64(a), np.array(bs, dtype=np.uint64))
     want_hi = np.array([(a * b) >> 64 for b in bs], dtype=np.uint64)
     want_lo = np.array([(a * b) & U64 for b in bs], dtype=np.uint64)
-    assert_same(hi, want_hi, f"mulhilo64({a:#x}, b).hi", inputs=np.array(bs, dtype=np.uint64))
-    assert_same(lo, want_lo, f"mulhilo64({a:#x}, b).lo", inputs=np.array(bs, dtype=np.uint64))
+    assert_equal(hi, want_hi, f"mulhilo64({a:#x}, b).hi", inputs=np.array(bs, dtype=np.uint64))
+    assert_equal(lo, want_lo, f"mulhilo64({a:#x}, b).lo", inputs=np.array(bs, dtype=np.uint64))
 
 
 @pytest.mark.parametrize("a", [*EXTREMES, int(PHILOX_M0), int(PHILOX_M1)])
@@ -152,7 +137,7 @@ def test_proposal_uniform_is_top_24_bits_of_word0() -> None:
     w0 = philox.block(s, r, p, DOMAIN_PROPOSAL)[:, 0]
     assert u.dtype == np.uint64
     assert int(u.max()) < 1 << 24, f"u out of range: max {int(u.max()):#x}"
-    assert_same(u, w0 >> np.uint64(40), "proposal_uniform vs block()[:,0] >> 40")
+    assert_equal(u, w0 >> np.uint64(40), "proposal_uniform vs block()[:,0] >> 40")
     assert int(u.max()) >= (1 << 24) - (1 << 16), "the top bits are never set: not the top 24 bits?"
 
 
@@ -163,7 +148,7 @@ def test_proposal_keying_matches_numpy_philox() -> None:
     u = proposal_uniform(s, r, p)
     want = _u64([numpy_philox(int(ri) + (int(pi) << 64), (int(si), DOMAIN_PROPOSAL))[0] >> 40
                  for si, ri, pi in zip(s, r, p, strict=True)])
-    assert_same(u, want, "proposal_uniform vs numpy Philox((round, position, 0, 0), (seed, DOMAIN_PROPOSAL))")
+    assert_equal(u, want, "proposal_uniform vs numpy Philox((round, position, 0, 0), (seed, DOMAIN_PROPOSAL))")
 
 
 @pytest.mark.parametrize("which", ["seed", "round", "position"])
@@ -195,4 +180,29 @@ def test_uint64_extremes_accepted(value: int) -> None:
     u = proposal_uniform(s, r, p)
     want = _u64([numpy_philox(int(ri) + (int(pi) << 64), (int(si), DOMAIN_PROPOSAL))[0] >> 40
                  for si, ri, pi in zip(s, r, p, strict=True)])
-    assert_same(u, want, f"proposal_uniform with {value:#x} in seed/round/position")
+    assert_equal(u, want, f"proposal_uniform with {value:#x} in seed/round/position")
+
+
+# --- the kernels' Philox on the known answers --------------------------------------------------------------------
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("ctr,key,want", KAT_VECTORS, ids=["zeros", "ones", "pi"])
+def test_kernel_philox_matches_random123_kat(ctr: list[int], key: list[int], want: list[int]) -> None:
+    """Triton's philox_impl, as the selector and the verifier call it, on pp3/conformance/philox4x64_10.kat."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU")
+    from pp3.kernels import philox as kernel_philox
+    from pp3.testing.call import default_device
+
+    dev = default_device()
+
+    def t(words: list[int]) -> object:
+        return torch.from_numpy(np.array([words], dtype=np.uint64).view(np.int64)).to(dev)
+
+    got = kernel_philox(t(ctr), t(key)).cpu().numpy().view(np.uint64)[0]  # type: ignore[arg-type]
+    assert_equal(got, np.array(want, dtype=np.uint64), f"kernel philox4x64_10(ctr={[hex(c) for c in ctr]})")

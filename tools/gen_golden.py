@@ -1,9 +1,10 @@
-"""Write golden/dyadic24-floor-first-v1.jsonl: the golden vectors of SPEC.md, computed by the NumPy reference.
+"""Write the golden vectors of SPEC.md, computed by the NumPy reference: pp3/conformance/dyadic24-floor-first-v1.jsonl
+(the selector, §2-§8) and pp3/conformance/accept-dyadic24-v1.jsonl (the verifier, §11).
 
-Run: python tools/gen_golden.py   (make golden). The file is generated, never edited by hand; tests/test_golden.py
-checks that build() reproduces it byte for byte. Every case is deterministic: random data comes from the raw PCG64
-stream (whose output NumPy keeps stable across versions) through exact IEEE arithmetic only (+, -, *, no libm).
-Format: golden/README.md.
+Run: python tools/gen_golden.py   (make golden). The files are generated, never edited by hand; tests/test_golden.py
+checks that build() and build_accept() reproduce them byte for byte. Every case is deterministic: random data comes
+from the raw PCG64 stream (whose output NumPy keeps stable across versions) through exact IEEE arithmetic only (+, -,
+*, no libm); drafts are the reference selector's own proposals. Format: pp3/conformance/README.md.
 """
 
 from __future__ import annotations
@@ -18,8 +19,27 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make pp3 and tools importable
 
-from pp3.reference import DEFAULT_TAU, SEMANTIC_ID, TICKETS, K, proposal_uniform, propose
-from tools.golden_io import GOLDEN_FILE, Case, Expected, dumps
+from pp3.reference import ACCEPT_SEMANTIC_ID, DEFAULT_TAU, SEMANTIC_ID, TICKETS, K, proposal_uniform, propose, verify
+from pp3.testing.call import FORMATS, AcceptCall
+from pp3.testing.drafts import (
+    BROKEN_DRAFTS,
+    REJECT_Q,
+    REJECT_SEED_ACCEPT,
+    REJECT_SEED_RESIDUAL,
+    break_draft,
+    drafts,
+    point_drafts,
+    two_slot_draft,
+)
+from pp3.testing.golden import (
+    ACCEPT_GOLDEN_FILE,
+    GOLDEN_FILE,
+    AcceptCase,
+    Case,
+    Expected,
+    accept_case_to_json,
+    dumps,
+)
 
 F32_MAX = float(np.finfo(np.float32).max)
 INF, NAN = float("inf"), float("nan")
@@ -272,6 +292,148 @@ def build_cases() -> list[Case]:
     return cases
 
 
+# --- the verifier's cases (§11) ------------------------------------------------------------------------------------
+
+
+def accept_case(
+    name: str,
+    reason: str,
+    target: npt.NDArray[np.generic],
+    draft: dict[str, npt.NDArray[np.generic]],
+    temp: Sequence[float] | float = 1.0,
+    seed: Sequence[int] | int = 1,
+    rnd: Sequence[int] | int = 0,
+    pos: Sequence[int] | int = 0,
+    dtype: str = "float32",
+) -> AcceptCase:
+    """A verifier case whose expected outputs are the reference's. ``target`` is [B, D+1, V] fp32/fp16 values, or
+    uint16 bits for bf16."""
+    b = target.shape[0]
+    if dtype == "bfloat16":
+        bits, fmt = np.asarray(target, dtype=np.uint16), FORMATS["bf16"]
+    elif dtype == "float16":
+        bits, fmt = np.asarray(target, dtype=np.float16).view(np.uint16), FORMATS["fp16"]
+    else:
+        bits, fmt = np.asarray(target, dtype=np.float32).view(np.uint32), FORMATS["fp32"]
+
+    def rows(v: Sequence[int] | int) -> npt.NDArray[np.uint64]:
+        return np.array([v] * b if isinstance(v, int) else list(v), dtype=np.uint64)
+
+    temps = np.array([temp] * b if isinstance(temp, float | int) else list(temp), dtype=np.float32)
+    d = bits.shape[1] - 1
+    call = AcceptCall(
+        fmt, bits.copy(), temps,
+        np.asarray(draft["draft_tokens"], dtype=np.int32).reshape(b, d),
+        np.asarray(draft["draft_status"], dtype=np.int8).reshape(b, d),
+        np.asarray(draft["draft_ids"], dtype=np.int32).reshape(b, d, K),
+        np.asarray(draft["draft_tickets"], dtype=np.int32).reshape(b, d, K),
+        rows(seed), rows(rnd), rows(pos),
+    )
+    return AcceptCase(name, reason, call, call.run_reference())
+
+
+def sampled_draft(key: int, b: int, d: int, v: int, temp: Sequence[float] | float, seed: Sequence[int],
+                  rnd: int, pos: Sequence[int], tau: float = 1.0
+                  ) -> tuple[npt.NDArray[np.float32], dict[str, npt.NDArray[np.generic]]]:
+    """Target logits [B, D+1, V] and the reference selector's proposals from drafter logits near them."""
+    target = logits_like(key, b * (d + 1), v, 2.0).reshape(b, d + 1, v)
+    noise = logits_like(key + 1, b * d, v, 1.0).reshape(b, d, v)
+    draft_logits = (target[:, :d] + noise).astype(np.float32)
+    t = np.broadcast_to(np.asarray(temp, dtype=np.float32), (b,))
+    return target, drafts(draft_logits, t, np.array(seed, np.uint64), rnd, np.array(pos, np.uint64), tau)
+
+
+def build_accept_cases() -> list[AcceptCase]:
+    cases: list[AcceptCase] = []
+    add = cases.append
+    seeds, poss = u64s(600, 6), [int(p) >> 24 for p in u64s(601, 6)]
+    target, draft = sampled_draft(610, 6, 3, 40, 1.0, seeds, 2, poss)
+    add(accept_case("sampled_rounds", "sampled rows, depth 3, V = 40: acceptance (§11.6), the correction from the "
+                    "residual after a rejection and the bonus after full acceptance (§11.7)",
+                    target, draft, seed=seeds, rnd=2, pos=poss))
+    target, draft = sampled_draft(620, 4, 5, 300, [0.5, 2.0, INF, 1.0], seeds[:4], 7, poss[:4], tau=DEFAULT_TAU)
+    add(accept_case("sampled_depth5_temperatures", "depth 5, V = 300, target temperatures 0.5, 2, +inf and 1 "
+                    "(+inf: uniform over the finite logits)", target, draft, temp=[0.5, 2.0, INF, 1.0],
+                    seed=seeds[:4], rnd=7, pos=poss[:4]))
+    x = logits_like(630, 4 * 3, 33, 2.0).reshape(4, 3, 33)
+    x[1, :, :] = np.round(x[1, :, :])  # ties: the argmax is the lowest ID among equal maxima
+    g = x.argmax(axis=2)
+    toks = g[:, :2].copy()
+    toks[2, 1] = (toks[2, 1] + 1) % 33  # row 2 rejects at draft 1, row 3 at draft 0
+    toks[3, 0] = (toks[3, 0] + 5) % 33
+    add(accept_case("t0_rows", "T0 rows (+0.0, -0.0): accept iff the draft is the argmax, then the argmax; no draws",
+                    x, point_drafts(toks), temp=[0.0, -0.0, 0.0, -0.0], seed=[1, 2, 3, 4]))
+    x = np.full((3, 3, 40), -200.0, dtype=np.float32)
+    x[:, :, 7] = 0.0  # P = 2^40 on token 7 at every position: a point-mass draft there is always accepted
+    add(accept_case("bonus_after_full_acceptance", "P(7) = 2^40 and q a point mass on 7: every draft is accepted, "
+                    "the bonus is drawn from p_D (the point mass)", x, point_drafts(np.full((3, 2), 7)),
+                    seed=[5, 6, 7]))
+    x = logits_like(640, 2 * 2, 40, 2.0).reshape(2, 2, 40)
+    x[:, 0, 11] = -INF
+    add(accept_case("draft_forbidden_by_target", "the target gives the drafted token 0 tickets (-inf logit): "
+                    "always rejected, never the correction", x, two_slot_draft(2, 1, 11, 1 << 23, 3), seed=[8, 9]))
+    add(accept_case("greedy_drafts_sampled_target", "point-mass drafts against a sampled target: the acceptance "
+                    "bound is s = 2^40 (Q = 2^24)", logits_like(650, 3 * 3, 50, 2.0).reshape(3, 3, 50),
+                    point_drafts(np.array([[1, 2], [3, 4], [5, 6]])), seed=u64s(651, 3)))
+    add(accept_case("acceptance_word_rejected", f"Q = {REJECT_Q} and seed {REJECT_SEED_ACCEPT}: the first word of "
+                    "the acceptance stream is rejected by Lemire's test, the second decides (§11.5)",
+                    np.zeros((1, 2, 5), np.float32), two_slot_draft(1, 1, 1, REJECT_Q, 3), seed=REJECT_SEED_ACCEPT))
+    x = np.zeros((1, 2, 5), np.float32)
+    x[0, 0, 1] = -INF
+    add(accept_case("residual_word_rejected", f"seed {REJECT_SEED_RESIDUAL}: the draft is rejected and the "
+                    "residual stream's first word is tried against its own bound (§11.5, §11.7)",
+                    x, two_slot_draft(1, 1, 1, REJECT_Q, 3), seed=REJECT_SEED_RESIDUAL))
+    target, draft = sampled_draft(660, 4, 3, 40, 1.0, seeds[:4], 1, poss[:4])
+    draft["draft_status"][0, 0] = 1  # n = 0: the bonus from p_0, every later target row ignored
+    target[0, 1:, 0] = NAN
+    draft["draft_status"][1, 1] = 3  # n = 1
+    target[1, 2:, :] = -INF
+    draft["draft_status"][2, 2] = 2  # n = 2
+    add(accept_case("failed_draft_truncates", "a failed draft j truncates the round to n = j drafts; target rows "
+                    "after n are ignored, even bad ones (§11.3 step 1)", target, draft, seed=seeds[:4], rnd=1,
+                    pos=poss[:4]))
+    target, draft = sampled_draft(670, 5, 2, 40, 1.0, seeds[:5], 0, poss[:5])
+    target[0, 1, 3] = NAN
+    target[1, 0, 9] = INF
+    target[2, 2, :] = -INF
+    target[3, 2, 5] = NAN
+    target[3, 1, 6] = INF
+    add(accept_case("target_row_status", "the class of the lowest bad target row j <= n: NaN, +inf, zero mass "
+                    "(the bonus row too), the lower row wins (§11.3 step 2)", target, draft, seed=seeds[:5],
+                    pos=poss[:5]))
+    target, draft = sampled_draft(680, 5, 2, 40, 1.0, seeds[:5], 0, poss[:5])
+    add(accept_case("bad_temperature", "NaN, -1, -inf, -2^-149 target temperatures fail the row; -0.0 is T0",
+                    target, draft, temp=[NAN, -1.0, -INF, -1e-45, -0.0], seed=seeds[:5], pos=poss[:5]))
+    for i, kind in enumerate(BROKEN_DRAFTS):
+        target, draft = sampled_draft(700 + 10 * i, 2, 2, 40, 1.0, seeds[:2], 0, poss[:2])
+        break_draft(kind, draft["draft_ids"], draft["draft_tickets"], draft["draft_tokens"])
+        add(accept_case(f"bad_draft_{kind}", f"draft 0 of row 0 is invalid ({kind.replace('_', ' ')}): BAD_DRAFT; "
+                        "row 1 is verified (§11.3 step 3)", target, draft, seed=seeds[:2], pos=poss[:2]))
+    ext = [0, 1 << 63, U64]
+    target, draft = sampled_draft(800, 3, 2, 40, 1.0, ext, int(U64), [U64, U64 - 1, 0])
+    add(accept_case("uint64_extremes", "seed 0, 2^63, 2^64-1; round 2^64-1; positions that wrap mod 2^64",
+                    target, draft, seed=ext, rnd=int(U64), pos=[U64, U64 - 1, 0]))
+    target, draft = sampled_draft(810, 3, 2, 64, 1.0, seeds[:3], 4, poss[:3])
+    add(accept_case("fp16_target", "fp16 target logits, widened exactly (§2.1)", target.astype(np.float16), draft,
+                    seed=seeds[:3], rnd=4, pos=poss[:3], dtype="float16"))
+    target, draft = sampled_draft(820, 3, 2, 64, 1.0, seeds[:3], 4, poss[:3])
+    bf16 = (target.view(np.uint32) >> np.uint32(16)).astype(np.uint16)  # truncation: a value generator
+    bf16[0, 1, :4] = 0x0001  # subnormals
+    add(accept_case("bf16_target", "bf16 target logits (subnormals included), widened by << 16 (§2.1)", bf16, draft,
+                    seed=seeds[:3], rnd=4, pos=poss[:3], dtype="bfloat16"))
+    x = np.array([[[1.5], [-3.0]], [[0.0], [0.0]]], dtype=np.float32)
+    add(accept_case("v1", "V = 1: the only token is accepted with P = 2^40, the bonus is token 0",
+                    x, point_drafts(np.zeros((2, 1), np.int64)), temp=[1.0, 0.0]))
+    return cases
+
+
+def build_accept() -> str:
+    text = "".join(accept_case_to_json(c) + "\n" for c in build_accept_cases())
+    if len(text.encode()) > MAX_BYTES:
+        raise RuntimeError(f"accept golden file would be {len(text.encode())} bytes > {MAX_BYTES}")
+    return text
+
+
 def build() -> str:
     text = dumps(build_cases())
     if len(text.encode()) > MAX_BYTES:
@@ -284,6 +446,9 @@ def main() -> None:
     GOLDEN_FILE.write_text(text)
     n = text.count("\n")
     print(f"wrote {GOLDEN_FILE} ({SEMANTIC_ID}): {n} cases, {len(text.encode())} bytes; tickets per row {TICKETS}")
+    text = build_accept()
+    ACCEPT_GOLDEN_FILE.write_text(text)
+    print(f"wrote {ACCEPT_GOLDEN_FILE} ({ACCEPT_SEMANTIC_ID}): {text.count(chr(10))} cases, {len(text.encode())} bytes")
 
 
 if __name__ == "__main__":

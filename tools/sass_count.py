@@ -18,15 +18,15 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from pp3.kernels import _select
-from pp3.kernels.ptx_audit import _FIN_SIG, _TILE_SIG
-from pp3.kernels.select import EXACT, FINALIZE_CAP, tile_cap
+from pp3.kernels import _common, _select
+from pp3.kernels.config import EXACT, FINALIZE_CAP, tile_cap
+from pp3.kernels.ptx_audit import FINALIZE_SIG, TILE_SIG
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
 
 def sass_stats(fn: object, sig: dict[str, str], consts: dict[str, object], warps: int) -> dict[str, int]:
-    src = ASTSource(fn, sig, constexprs=consts)
+    src = ASTSource(fn, sig | dict.fromkeys(consts, "constexpr"), constexprs=consts)
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={**EXACT, "num_warps": warps})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(k.asm["cubin"])
@@ -48,13 +48,13 @@ def main() -> None:
     a = ap.parse_args()
     t = sass_stats(
         _select._tile_candidates_kernel,
-        _TILE_SIG,
-        {"KIND": _select.KIND_F32, "TILE": a.tile, "K": 32, "CAP": tile_cap(a.tile), "PDL": True},
+        TILE_SIG,
+        {"KIND": _common.KIND_F32.value, "TILE": a.tile, "K": 32, "CAP": tile_cap(a.tile), "PDL": True},
         a.warps[0],
     )
     f = sass_stats(
         _select._finalize_kernel,
-        _FIN_SIG,
+        FINALIZE_SIG,
         {"NC": a.nc, "NT": a.nc // 32, "K": 32, "CAP": FINALIZE_CAP, "PDL": True},
         a.warps[1],
     )

@@ -1,5 +1,57 @@
-"""Triton kernels of the pp3 selector; bit-identical to ``pp3.reference`` (SPEC.md). Imports torch and triton."""
+"""The Triton kernels of pp3, bit-identical to ``pp3.reference`` (SPEC.md): the selector (``select``) and the
+verifier (``accept``). The names below are imported on first use (PEP 562), so ``pp3.kernels.config`` and
+``pp3.kernels._args`` import without triton."""
 
-from pp3.kernels.select import Candidates, Proposal, expf, finalize, propose, propose_sharded, tile_candidates
+from __future__ import annotations
 
-__all__ = ["Candidates", "Proposal", "expf", "finalize", "propose", "propose_sharded", "tile_candidates"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pp3.kernels.accept import Verdict, uniform_below, verify
+    from pp3.kernels.config import LaunchConfig
+    from pp3.kernels.select import (
+        Candidates,
+        Proposal,
+        expf,
+        finalize,
+        philox,
+        propose,
+        propose_sharded,
+        tile_candidates,
+    )
+
+_WHERE = {
+    "Candidates": "select",
+    "Proposal": "select",
+    "expf": "select",
+    "finalize": "select",
+    "philox": "select",
+    "propose": "select",
+    "propose_sharded": "select",
+    "tile_candidates": "select",
+    "Verdict": "accept",
+    "uniform_below": "accept",
+    "verify": "accept",
+    "LaunchConfig": "config",
+}
+__all__ = [
+    "Candidates",
+    "LaunchConfig",
+    "Proposal",
+    "Verdict",
+    "expf",
+    "finalize",
+    "philox",
+    "propose",
+    "propose_sharded",
+    "tile_candidates",
+    "uniform_below",
+    "verify",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'pp3.kernels' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"pp3.kernels.{_WHERE[name]}"), name)

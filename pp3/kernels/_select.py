@@ -1,76 +1,22 @@
-"""Triton bodies of the selector (SPEC.md §2-§8). Launchers and argument checks live in ``select.py``.
+"""Triton bodies of the selector (SPEC.md §2-§8). The launchers and argument checks live in ``select.py``; the
+helpers both operations use (widening, the §4.1 key, the §3 flags, ``_expf``, the pairwise tree) in ``_common.py``,
+with the arithmetic model every exact-path kernel follows.
 
-Arithmetic model: every exact-path kernel is launched with ``enable_fp_fusion=False`` (no FMA contraction) and
-``enable_reflect_ftz=False`` (subnormals kept); fp32 division is ``div_rn``; no ``tl.exp``; the only float
-reduction is the fixed pairwise tree of §5.4 (selection, slot placement and the draw use integers). No sorting
-network either: selection is a threshold, a compaction and an all-pairs rank (``_top_k``), so the same code is
-fast in the interpreter. See SPEC.md "Keywords" and ../shared/TRITON_FACTS.md.
+No sorting network: selection is a threshold, a compaction and an all-pairs rank (``_top_k``), so the same code is
+fast in the interpreter.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.language.random import philox_impl
 
-# Layout of the fp64 constants tensor (built from pp3.reference.expf by select.py, so there is one source).
-C_INV = tl.constexpr(0)
-C_SHIFT = tl.constexpr(1)
-C_L1 = tl.constexpr(2)
-C_L2 = tl.constexpr(3)
-C_C2 = tl.constexpr(4)
-C_C3 = tl.constexpr(5)
-C_C4 = tl.constexpr(6)
-C_C5 = tl.constexpr(7)
-C_ONE = tl.constexpr(8)
-C_TH = tl.constexpr(16)  # TH[0..63]
-C_TL = tl.constexpr(80)  # TL[0..63]
+from pp3.kernels import config
+from pp3.kernels._common import _bit_or, _expf, _flag_bits, _key_id, _order_key, _pdl_prologue, _tree, _widen_bits
 
-# Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (§_finalize_kernel).
-# proptests/strategies.py builds its survivor-edge rows for the same switch (a test checks the two agree).
-SECOND_CANDIDATE_TILES = tl.constexpr(45)
-
-KIND_F32 = tl.constexpr(0)
-KIND_F16 = tl.constexpr(1)
-KIND_BF16 = tl.constexpr(2)
-
-
-@triton.jit
-def _widen_bits(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
-    """§2.1: raw logit bits (int32 for fp32, int16 for fp16/bf16) -> fp32 bits as uint32, exactly.
-
-    Integer operations only: the interpreter widens bf16 subnormals wrongly through ``.to``.
-    """
-    if KIND == KIND_F32:
-        bits = raw.to(tl.uint32, bitcast=True)
-    elif KIND == KIND_BF16:
-        bits = raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
-    else:
-        h = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
-        sign = (h & 0x8000) << 16
-        ex = (h >> 10) & 0x1F
-        man = h & 0x3FF
-        normal = sign | ((ex + 112) << 23) | (man << 13)
-        special = sign | 0x7F800000 | (man << 13)  # inf / NaN (payload kept)
-        # subnormal fp16: man * 2^-24, an exact product (man < 2^10, the result is a normal fp32)
-        sub = (man.to(tl.float32) * 5.9604644775390625e-08).to(tl.uint32, bitcast=True) | sign
-        bits = tl.where(ex == 0, sub, tl.where(ex == 31, special, normal))
-    return bits
-
-
-@triton.jit
-def _pdl_prologue(PDL: tl.constexpr) -> None:
-    """With programmatic dependent launch the program may start before the previous kernel on the stream ends: wait
-    for it (and for its memory) before reading anything, then let the next kernel start its own launch early."""
-    if PDL:
-        gdc_wait()
-        gdc_launch_dependents()
-
-
-@triton.jit
-def _bit_or(a: tl.tensor, b: tl.tensor) -> tl.tensor:
-    return a | b
+# Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (_finalize_kernel).
+SECOND_CANDIDATE_TILES = tl.constexpr(config.SECOND_CANDIDATE_TILES)
 
 
 @triton.jit
@@ -252,7 +198,7 @@ def _tile_candidates_kernel(
     tile_base: tl.tensor,  # index of this shard's first tile in the outputs
     n_tiles_total: tl.tensor,  # tiles per row over all shards
     scratch_ptr: tl.tensor,  # [B, n_tiles_total, CAP] int64 scratch for _top_k's compaction
-    KIND: tl.constexpr,  # KIND_F32 / KIND_F16 / KIND_BF16
+    KIND: tl.constexpr,  # _common.KIND_F32 / KIND_F16 / KIND_BF16
     TILE: tl.constexpr,  # entries per program, a power of two >= K
     K: tl.constexpr,  # 32
     CAP: tl.constexpr,  # compaction slots per program
@@ -267,64 +213,15 @@ def _tile_candidates_kernel(
     raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
     bits = _widen_bits(raw, KIND)
 
-    # §3 flags for this tile.
-    mag = bits & 0x7FFFFFFF
-    code = (mag > 0x7F800000).to(tl.int32) | ((bits == 0x7F800000).to(tl.int32) << 1)
-    code = code | ((mag < 0x7F800000).to(tl.int32) << 2)
-    flags = tl.reduce(tl.where(in_row, code, 0), 0, _bit_or)  # one reduction for the three flags
+    # §3 flags for this tile: one reduction for the three flags.
+    flags = tl.reduce(tl.where(in_row, _flag_bits(bits), 0), 0, _bit_or)
 
-    # §4.1 key: okey(x) << 32 | (2^32 - 1 - id); -0.0 is +0.0; padding lanes get key 0, below every real entry.
-    canon = tl.where(bits == 0x80000000, 0, bits).to(tl.uint32)
-    okey = tl.where((canon & 0x80000000) != 0, canon ^ 0xFFFFFFFF, canon | 0x80000000)
-    gid = (id_offset + offs).to(tl.uint64)
-    key = (okey.to(tl.uint64) << 32) | (0xFFFFFFFF - gid)
-    key = tl.where(in_row, key, 0)
+    # §4.1 keys; padding lanes get key 0, below every real entry.
+    key = tl.where(in_row, _order_key(bits, id_offset + offs), 0)
     row_tile = b * n_tiles_total + tile_base + t
     # The tile's first K entries, in rank order, written by _top_k itself (from the ranks, no placement step).
     _top_k(key, scratch_ptr + row_tile * CAP, keys_ptr + row_tile * K, TILE, K, CAP, True)
     tl.store(flags_ptr + row_tile, flags)
-
-
-@triton.jit
-def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
-    """SPEC.md §6 E1-E9, one IEEE fp64 operation per step, constants from the fp64 table at ``c_ptr``."""
-    zc = tl.maximum(z, -104.0)  # E1
-    x = zc.to(tl.float64)  # E1: exact
-    t = x * tl.load(c_ptr + C_INV)  # E2
-    shift = tl.load(c_ptr + C_SHIFT)
-    kd = (t + shift) - shift  # E3: nearest integer, ties to even
-    k = kd.to(tl.int32)  # E3: exact
-    r = (x - kd * tl.load(c_ptr + C_L1)) - kd * tl.load(c_ptr + C_L2)  # E4
-    c2 = tl.load(c_ptr + C_C2)
-    c3 = tl.load(c_ptr + C_C3)
-    c4 = tl.load(c_ptr + C_C4)
-    c5 = tl.load(c_ptr + C_C5)
-    one = tl.load(c_ptr + C_ONE)
-    p = r * (one + r * (c2 + r * (c3 + r * (c4 + r * c5))))  # E5
-    j = k & 63  # E6
-    m = k >> 6  # E6: arithmetic shift (k is signed)
-    th = tl.load(c_ptr + C_TH + j)
-    tlo = tl.load(c_ptr + C_TL + j)
-    y = th + (tlo + th * p)  # E7
-    scale = ((m + 1023).to(tl.int64) << 52).to(tl.float64, bitcast=True)  # E8: 2^m from its bits
-    return (y * scale).to(tl.float32)  # E8, E9: one fp64 -> fp32 rounding
-
-
-@triton.jit
-def _pairwise_sum(w: tl.tensor, K: tl.constexpr) -> tl.tensor:
-    """§5.4: fp64 pairwise tree over the K = 32 slots, adjacent pairs first (a fixed order on every backend)."""
-    tl.static_assert(K == 32)
-    a, c = tl.split(tl.reshape(w, [16, 2]))
-    s = a + c
-    a, c = tl.split(tl.reshape(s, [8, 2]))
-    s = a + c
-    a, c = tl.split(tl.reshape(s, [4, 2]))
-    s = a + c
-    a, c = tl.split(tl.reshape(s, [2, 2]))
-    s = a + c
-    a, c = tl.split(tl.reshape(s, [1, 2]))
-    s = a + c
-    return tl.sum(s, axis=0)  # one element: no rounding
 
 
 @triton.jit
@@ -337,7 +234,7 @@ def _finalize_kernel(
     round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
     pos_ptr: tl.tensor,  # [B] uint64 absolute position (as int64 bits)
     tau: tl.tensor,  # fp32 drafter temperature, finite and > 0
-    c_ptr: tl.tensor,  # fp64 constants of §6 (see C_* above)
+    c_ptr: tl.tensor,  # fp64 constants of §6 (layout: _common.C_*)
     domain: tl.tensor,  # uint64 Philox key word 1: DOMAIN_PROPOSAL
     status_ptr: tl.tensor,  # [B] int8 out
     token_ptr: tl.tensor,  # [B] int32 out
@@ -387,14 +284,14 @@ def _finalize_kernel(
         cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_tiles * K, other=0).to(tl.uint64, bitcast=True)
         top = _top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NC, K, CAP, False)
     top_key = tl.max(top)
-    g = (0xFFFFFFFF - (top_key & 0xFFFFFFFF)).to(tl.int32)
+    g = _key_id(top_key)
     okey = (top >> 32).to(tl.uint32)
     member = okey >= 0x00800000  # finite: okey(-FLT_MAX) = 0x00800000; -inf and padding are below
     xbits = tl.where((okey & 0x80000000) != 0, okey & 0x7FFFFFFF, okey ^ 0xFFFFFFFF)
     m_okey = (top_key >> 32).to(tl.uint32)
     m = tl.where((m_okey & 0x80000000) != 0, m_okey & 0x7FFFFFFF, m_okey ^ 0xFFFFFFFF).to(tl.float32, bitcast=True)
     x = tl.where(member, xbits.to(tl.float32, bitcast=True), m)
-    ids = (0xFFFFFFFF - (top & 0xFFFFFFFF)).to(tl.int32)
+    ids = _key_id(top)
 
     # 3. §5.1-5.3: d = x - m, z = d / tau (IEEE), e = expf(z).
     d = tl.where(ok & member, x - m, 0.0)  # 0 elsewhere: failed rows and empty slots stay NaN-free
@@ -414,7 +311,8 @@ def _finalize_kernel(
     w = tl.where(s_member, s_e.to(tl.float64), 0.0)
     # A failed row's candidates may be NaN; give it a harmless point mass (its outputs are overwritten in step 7).
     w = tl.where(ok, w, tl.where(slot == 0, 1.0, 0.0))
-    total = _pairwise_sum(w, K)
+    tl.static_assert(K == 32)
+    total = _tree(w, K, 5)  # §5.4: the pairwise tree over the 32 slots
 
     # 5. §5.5-5.6: floor counts (w * 2^24 exact; fp64 IEEE division; trunc = floor for q >= 0), remainder to rank 0.
     c = ((w * 16777216.0) / total).to(tl.int32)
@@ -442,18 +340,3 @@ def _finalize_kernel(
     tl.store(token_ptr + b, token)
     tl.store(ids_ptr + b * K + slot, out_ids)
     tl.store(tickets_ptr + b * K + slot, out_tix)
-
-
-@triton.jit
-def _expf_kernel(
-    z_ptr: tl.tensor,  # [n] fp32 inputs (z <= 0)
-    out_ptr: tl.tensor,  # [n] fp32 out: expf(z), SPEC.md §6
-    c_ptr: tl.tensor,  # fp64 constants of §6
-    n: tl.tensor,  # number of inputs
-    BLOCK: tl.constexpr,
-) -> None:
-    # The selector's exponential alone, for the exhaustive audit of every fp32 z <= 0 on the device.
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    z = tl.load(z_ptr + offs, mask=mask, other=0.0)
-    tl.store(out_ptr + offs, _expf(z, c_ptr), mask=mask)

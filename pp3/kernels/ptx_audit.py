@@ -1,8 +1,10 @@
-"""Check the compiled exact-path kernels for instructions that would change bits (TRITON_FACTS.md).
+"""Check the compiled code of every exact-path kernel (selector, verifier and the one-function entries) for
+instructions that would change bits.
 
 Forbidden in PTX: approximate division/reciprocal/exp (``div.full``, ``.approx``), flush-to-zero (``.ftz``),
 fused multiply-add (``fma.``/float ``mad.``), and float add/sub/mul without an explicit ``.rn`` (ptxas may
-contract those; ``.rn``-qualified ones it never fuses). Works without a GPU: the Triton wheel ships ptxas.
+contract those; ``.rn``-qualified ones it never fuses). ``compile_exact_path`` works without a GPU (the Triton
+wheel ships ptxas); ``--launched`` runs every kernel on the CUDA GPU and audits the binaries it actually launched.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from pp3.kernels import _select
-from pp3.kernels.select import EXACT
+from pp3.kernels import _accept, _common, _select
+from pp3.kernels.config import EXACT, FINALIZE_CAP, tile_cap
+from pp3.reference._constants import K
 
 FORBIDDEN = {
     "approximate division": r"\bdiv\.full\.",
@@ -26,44 +29,37 @@ FORBIDDEN = {
     "contractible float op": r"\b(?:add|sub|mul)\.f(?:16|32|64)\b",
 }
 
-_TILE_SIG = {
-    "x_ptr": "*i32",
-    "stride_row": "i64",
-    "v_shard": "i32",
-    "id_offset": "i64",
-    "keys_ptr": "*i64",
-    "flags_ptr": "*i32",
-    "tile_base": "i32",
-    "n_tiles_total": "i32",
-    "scratch_ptr": "*i64",
-    "KIND": "constexpr",
-    "TILE": "constexpr",
-    "K": "constexpr",
-    "CAP": "constexpr",
-    "PDL": "constexpr",
+# Signatures for compiling without a launch (the kinds of the launchers' arguments; "x_ptr" is per logit format).
+TILE_SIG = {
+    "x_ptr": "*i32", "stride_row": "i64", "v_shard": "i32", "id_offset": "i64", "keys_ptr": "*i64",
+    "flags_ptr": "*i32", "tile_base": "i32", "n_tiles_total": "i32", "scratch_ptr": "*i64",
 }
-_FIN_SIG = {
-    "keys_ptr": "*i64",
-    "flags_ptr": "*i32",
-    "n_tiles": "i32",
-    "temp_ptr": "*fp32",
-    "seed_ptr": "*i64",
-    "round_ptr": "*i64",
-    "pos_ptr": "*i64",
-    "tau": "fp32",
-    "c_ptr": "*fp64",
-    "domain": "i64",
-    "status_ptr": "*i8",
-    "token_ptr": "*i32",
-    "ids_ptr": "*i32",
-    "tickets_ptr": "*i32",
-    "scratch_ptr": "*i64",
-    "NC": "constexpr",
-    "NT": "constexpr",
-    "K": "constexpr",
-    "CAP": "constexpr",
-    "PDL": "constexpr",
+FINALIZE_SIG = {
+    "keys_ptr": "*i64", "flags_ptr": "*i32", "n_tiles": "i32", "temp_ptr": "*fp32", "seed_ptr": "*i64",
+    "round_ptr": "*i64", "pos_ptr": "*i64", "tau": "fp32", "c_ptr": "*fp64", "domain": "i64", "status_ptr": "*i8",
+    "token_ptr": "*i32", "ids_ptr": "*i32", "tickets_ptr": "*i32", "scratch_ptr": "*i64",
 }
+VERIFY_SIG = {
+    "x_ptr": "*i32", "stride_b": "i64", "stride_j": "i64", "v": "i32", "temp_ptr": "*fp32", "tok_ptr": "*i32",
+    "dst_ptr": "*i8", "ids_ptr": "*i32", "tix_ptr": "*i32", "seed_ptr": "*i64", "round_ptr": "*i64",
+    "pos_ptr": "*i64", "c_ptr": "*fp64", "dom_acc": "i64", "dom_res": "i64", "status_ptr": "*i8", "acc_ptr": "*i32",
+    "out_ptr": "*i32",
+}
+UNIFORM_SIG = {
+    "seed_ptr": "*i64", "round_ptr": "*i64", "pos_ptr": "*i64", "s_ptr": "*i64", "out_ptr": "*i64", "domain": "i64",
+}
+EXPF_SIG = {"z_ptr": "*fp32", "out_ptr": "*fp32", "c_ptr": "*fp64", "n": "i64"}
+PHILOX_SIG = {"ctr_ptr": "*i64", "key_ptr": "*i64", "out_ptr": "*i64"}
+
+# Every @jit kernel of the exact path: the audit refuses to pass while one is left out of compile_exact_path.
+KERNELS = (
+    _select._tile_candidates_kernel,
+    _select._finalize_kernel,
+    _accept._verify_kernel,
+    _accept._uniform_below_kernel,
+    _common._expf_kernel,
+    _common._philox_kernel,
+)
 
 
 def find_forbidden(ptx: str) -> dict[str, list[str]]:
@@ -76,44 +72,81 @@ def find_forbidden(ptx: str) -> dict[str, list[str]]:
     return found
 
 
+def _compile(fn: Any, sig: dict[str, str], consts: dict[str, Any], target: GPUTarget, opts: dict[str, Any]) -> str:
+    src = ASTSource(fn, sig | dict.fromkeys(consts, "constexpr"), constexprs=consts)
+    text: str = triton.compile(src, target=target, options=opts).asm["ptx"]
+    return text
+
+
 def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] | None = None) -> dict[str, str]:
-    """PTX of every exact-path kernel variant (each input kind, a small and a large tile) for ``target``."""
+    """PTX of every exact-path kernel variant for ``target`` (sm_90 by default): each logit format, a small and a
+    large tile, both launch-2 merge paths, the verifier (each format at depth 2, fp32 also at depth 5 and 256 tiles;
+    its T0 and sampled paths are in one binary), the §11.5 uniform, the exponential and Philox on their own."""
     tgt = target or GPUTarget("cuda", 90, 32)
     opts = dict(EXACT if options is None else options)
     out: dict[str, str] = {}
-    for kind in (_select.KIND_F32, _select.KIND_F16, _select.KIND_BF16):
+    for kind in (_common.KIND_F32, _common.KIND_F16, _common.KIND_BF16):
+        x_ptr = "*i32" if kind.value == 0 else "*i16"
         for tile in (32, 4096):
-            sig = dict(_TILE_SIG, x_ptr="*i32" if kind.value == 0 else "*i16")
-            consts = {"KIND": kind, "TILE": tile, "K": 32, "CAP": 64, "PDL": True}
-            src = ASTSource(_select._tile_candidates_kernel, sig, constexprs=consts)
-            out[f"tile_candidates[kind={kind.value},tile={tile}]"] = triton.compile(src, target=tgt, options=opts).asm[
-                "ptx"
-            ]
+            consts = {"KIND": kind.value, "TILE": tile, "K": K, "CAP": tile_cap(tile), "PDL": True}
+            out[f"tile_candidates[kind={kind.value},tile={tile}]"] = _compile(
+                _select._tile_candidates_kernel, TILE_SIG | {"x_ptr": x_ptr}, consts, tgt, opts
+            )
+        for depth, tile, nt in ((5, 1024, 256), (2, 64, 4))[0 if kind.value == 0 else 1 :]:
+            consts = {
+                "D": depth, "DP": triton.next_power_of_2(depth + 1), "K": K, "KIND": kind.value, "TILE": tile,
+                "TILE_LOG": tile.bit_length() - 1, "NT": nt, "NT_LOG": nt.bit_length() - 1,
+            }
+            out[f"verify[kind={kind.value},D={depth},tile={tile}]"] = _compile(
+                _accept._verify_kernel, VERIFY_SIG | {"x_ptr": x_ptr}, consts, tgt, opts
+            )
     for nc, nt in ((32, 1), (4096, 128)):
-        consts = {"NC": nc, "NT": nt, "K": 32, "CAP": 128, "PDL": True}
-        src = ASTSource(_select._finalize_kernel, _FIN_SIG, constexprs=consts)
-        out[f"finalize[NC={nc}]"] = triton.compile(src, target=tgt, options=opts).asm["ptx"]
-    src = ASTSource(
-        _select._expf_kernel,
-        {"z_ptr": "*fp32", "out_ptr": "*fp32", "c_ptr": "*fp64", "n": "i64", "BLOCK": "constexpr"},
-        constexprs={"BLOCK": 1024},
-    )
-    out["expf"] = triton.compile(src, target=tgt, options=opts).asm["ptx"]
+        consts = {"NC": nc, "NT": nt, "K": K, "CAP": FINALIZE_CAP, "PDL": True}
+        out[f"finalize[NC={nc}]"] = _compile(_select._finalize_kernel, FINALIZE_SIG, consts, tgt, opts)
+    out["uniform_below"] = _compile(_accept._uniform_below_kernel, UNIFORM_SIG, {}, tgt, opts)
+    out["expf"] = _compile(_common._expf_kernel, EXPF_SIG, {"BLOCK": 1024}, tgt, opts)
+    out["philox"] = _compile(_common._philox_kernel, PHILOX_SIG, {}, tgt, opts)
+    compiled = {name.split("[")[0] for name in out}
+    names = {"tile_candidates", "finalize", "verify", "uniform_below", "expf", "philox"}
+    if compiled != names or len(KERNELS) != len(names):
+        raise AssertionError(f"the audit compiles {sorted(compiled)}, but the exact path has {len(KERNELS)} kernels")
     return out
 
 
 def launched_ptx() -> dict[str, str]:
     """PTX of every exact-path kernel this process has compiled for its GPU (the kernels it actually ran)."""
     out: dict[str, str] = {}
-    for fn in (_select._tile_candidates_kernel, _select._finalize_kernel, _select._expf_kernel):
+    for fn in KERNELS:
         for dev, caches in fn.device_caches.items():
             for key, kernel in caches[0].items():
                 out[f"{fn.__name__}[dev={dev}][{hash(key) & 0xFFFF:04x}]"] = kernel.asm["ptx"]
     return out
 
 
+def run_every_kernel() -> None:
+    """Launch each exact-path kernel on the CUDA GPU (each logit format, sampled and T0 rows), so that
+    ``launched_ptx`` holds the binaries a real run uses."""
+    import torch
+
+    from pp3.kernels import accept, select
+
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(0)
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.randn(2, 5000, device=dev, generator=g).to(dt)
+        p = select.propose(x, torch.tensor([1.0, 0.0], device=dev), 1, 2, 3)
+        target = torch.randn(2, 2, 5000, device=dev, generator=g).to(dt)
+        accept.verify(target, torch.tensor([1.0, 0.0], device=dev), p.token[:, None], p.status[:, None],
+                      p.ids[:, None], p.tickets[:, None], 1, 2, 3)
+    select.expf(-torch.rand(10, device=dev, generator=g))
+    one = torch.ones(1, dtype=torch.int64, device=dev)
+    select.philox(one.expand(1, 4).contiguous(), one.expand(1, 2).contiguous())
+    accept.uniform_below(one, one, one, 5, one)
+    torch.cuda.synchronize()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pp3.kernels.ptx_audit [--default-options]``: compile for sm_90, print findings as JSON.
+    """``python -m pp3.kernels.ptx_audit [--default-options | --launched]``: print findings as one JSON document.
 
     Exits 1 if any exact-path kernel holds a forbidden instruction. Must run without TRITON_INTERPRET.
     """
@@ -121,9 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     import json
 
     ap = argparse.ArgumentParser(prog="python -m pp3.kernels.ptx_audit")
-    ap.add_argument("--default-options", action="store_true", help="compile with Triton's defaults (a planted bug)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--default-options", action="store_true", help="compile with Triton's defaults (a planted bug)")
+    mode.add_argument("--launched", action="store_true", help="run every kernel on the GPU; audit what it launched")
     args = ap.parse_args(argv)
-    ptx = compile_exact_path(options={} if args.default_options else None)
+    if args.launched:
+        run_every_kernel()
+        ptx = launched_ptx()
+    else:
+        ptx = compile_exact_path(options={} if args.default_options else None)
     found = {name: find_forbidden(text) for name, text in ptx.items()}
     print(json.dumps({"kernels": len(ptx), "forbidden": {k: v for k, v in found.items() if v}}))
     return 1 if any(found.values()) else 0

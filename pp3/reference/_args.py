@@ -1,4 +1,4 @@
-"""SPEC.md §2: validation of arguments (caller errors raise; row data never does)."""
+"""SPEC.md §2 and §11.2: validation of arguments, NumPy side (caller errors raise; row data never does)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,38 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pp3.reference._constants import MAX_VOCAB
+
 _U64_MAX = (1 << 64) - 1
+
+
+def as_logits(name: str, value: Any, *, min_shape: tuple[int, ...], dims: str) -> npt.NDArray[np.float32]:
+    """§2, §2.1: fp32 or fp16 logits of shape ``dims`` (each size >= ``min_shape``'s, V <= 2^31 - 1) -> fp32 (fp16
+    widens exactly; bf16: pass ``bf16_bits_to_float32(bits)``)."""
+    arr = np.asarray(value)
+    if arr.dtype not in (np.float32, np.float16):
+        raise TypeError(
+            f"{name}: expected float32 or float16 (bf16: pass bf16_bits_to_float32(bits)), got dtype {arr.dtype}"
+        )
+    if arr.ndim != len(min_shape):
+        raise ValueError(f"{name}: expected shape {dims}, got {arr.shape}")
+    if any(n < m for n, m in zip(arr.shape, min_shape, strict=True)):
+        raise ValueError(f"{name}: expected shape {dims} with sizes >= {min_shape}, got shape {arr.shape}")
+    if arr.shape[-1] > MAX_VOCAB:
+        raise ValueError(f"{name}: V = {arr.shape[-1]} exceeds the maximum vocabulary 2^31 - 1")
+    return arr.astype(np.float32)
+
+
+def as_int_array(name: str, value: Any, shape: tuple[int, ...], lo: int, hi: int) -> npt.NDArray[np.int64]:
+    """An integer array of exactly ``shape`` with every value in ``lo .. hi`` (§11.2's draft fields) -> int64."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    if arr.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {arr.shape}")
+    if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
+        raise ValueError(f"{name}: values must lie in {lo} .. {hi}, got {int(arr.min())} .. {int(arr.max())}")
+    return arr.astype(np.int64)
 
 
 def as_uint64_rows(name: str, value: Any, b: int) -> npt.NDArray[np.uint64]:

@@ -1,8 +1,9 @@
-"""SPEC.md §1 constants and §3 statuses."""
+"""SPEC.md §1 and §11.1 constants, §3 and §11.3 statuses."""
 
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import numpy as np
 
@@ -13,11 +14,16 @@ TICKET_BITS = 24
 DEFAULT_TAU = float(np.float32(0.7))  # 0x3F333333
 
 DOMAIN_PROPOSAL = 0x7070335F70726F70  # "pp3_prop"
-DOMAIN_ACCEPT = 0x7070335F61637074  # "pp3_acpt", reserved for acceptance draws
-DOMAIN_RESIDUAL = 0x7070335F72657364  # "pp3_resd", reserved for residual draws
+DOMAIN_ACCEPT = 0x7070335F61637074  # "pp3_acpt": the acceptance draws (§11.5)
+DOMAIN_RESIDUAL = 0x7070335F72657364  # "pp3_resd": the residual draws (§11.5)
 
 EMPTY_ID = -1  # id of an empty slot (§7)
 MAX_VOCAB = (1 << 31) - 1  # V < 2^31 (§2)
+
+ACCEPT_SEMANTIC_ID = "accept-dyadic24-v1"
+P_BITS = 40  # the target distribution is given in tickets of 2^40 (§11.4)
+P_TICKETS = 1 << P_BITS
+Q_SHIFT = P_BITS - TICKET_BITS  # 16: one proposal ticket (of 2^24) is 2^16 target tickets
 
 
 class Status(enum.IntEnum):
@@ -28,3 +34,17 @@ class Status(enum.IntEnum):
     POS_INF_LOGIT = 2
     ZERO_MASS = 3
     BAD_TEMPERATURE = 4
+
+
+def _extended(base: type[enum.IntEnum], name: str, doc: str, **more: int) -> Any:
+    """An IntEnum with every member of ``base`` and then ``more``: an enum with members cannot be subclassed, so
+    this builds one from them (``Any``: a type checker cannot see the members of an enum built at run time)."""
+    members = [*((m.name, m.value) for m in base), *more.items()]
+    extended = enum.IntEnum(name, members, module=__name__)  # type: ignore[misc]
+    extended.__doc__ = doc
+    return extended
+
+
+AcceptStatus = _extended(
+    Status, "AcceptStatus", "Row status of a verification (§11.3): SPEC.md §3's statuses, then BAD_DRAFT.", BAD_DRAFT=5
+)

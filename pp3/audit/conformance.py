@@ -1,0 +1,116 @@
+"""``pp3 conformance``: every file of ``pp3/conformance`` against the installed implementation — the NumPy reference
+always, the Triton kernels where they run (torch and triton import, and a CUDA GPU or TRITON_INTERPRET=1).
+
+Each file drives every implementation (SPEC.md §10, §11.11): the selector's and the verifier's golden vectors, the
+Random123 known answers for Philox4x64-10, and the exponential's worst cases.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pp3.reference import expf, philox4x64_10, propose
+from pp3.testing import golden
+from pp3.testing.compare import row_mismatch
+from pp3.testing.stamp import environment
+
+Check = Callable[[], tuple[int, int]]  # -> (items checked, items that differ)
+
+
+def kernels_available() -> bool:
+    if any(importlib.util.find_spec(m) is None for m in ("torch", "triton")):
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available()) or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _select_golden(kernels: bool) -> tuple[int, int]:
+    cases = golden.load_golden()
+    bad = 0
+    for case in cases:
+        got = case.call().run_kernel() if kernels else propose(**case.args())
+        bad += int(row_mismatch(got, case.expected).sum())
+    return sum(c.B for c in cases), bad
+
+
+def _accept_golden(kernels: bool) -> tuple[int, int]:
+    cases = golden.load_accept_golden()
+    bad = 0
+    for case in cases:
+        got = case.call.run_kernel() if kernels else case.call.run_reference()
+        bad += int(row_mismatch(got, case.expected).sum())
+    return sum(c.call.bits.shape[0] for c in cases), bad
+
+
+def _kat(kernels: bool) -> tuple[int, int]:
+    vectors = golden.load_kat()
+    ctr = np.array([v[0] for v in vectors], dtype=np.uint64)
+    key = np.array([v[1] for v in vectors], dtype=np.uint64)
+    want = np.array([v[2] for v in vectors], dtype=np.uint64)
+    if kernels:
+        import torch
+
+        from pp3.kernels import philox
+        from pp3.testing.call import default_device
+
+        dev = default_device()
+        got = philox(torch.from_numpy(ctr.view(np.int64)).to(dev), torch.from_numpy(key.view(np.int64)).to(dev))
+        out = got.cpu().numpy().view(np.uint64)
+    else:
+        out = philox4x64_10(ctr, key)
+    return len(vectors), int((out != want).any(axis=1).sum())
+
+
+def _expf_wc(kernels: bool) -> tuple[int, int]:
+    z, want = golden.load_expf_wc()
+    if kernels:
+        import torch
+
+        from pp3.kernels import expf as device_expf
+        from pp3.testing.call import default_device
+
+        got = device_expf(torch.from_numpy(z.copy()).to(default_device())).cpu().numpy()
+    else:
+        got = expf(z)
+    return z.size, int((got.view(np.uint32) != want.view(np.uint32)).sum())
+
+
+FILES: dict[str, Callable[[bool], tuple[int, int]]] = {
+    golden.GOLDEN_FILE.name: _select_golden,
+    golden.ACCEPT_GOLDEN_FILE.name: _accept_golden,
+    golden.KAT_FILE.name: _kat,
+    golden.EXPF_WC_FILE.name: _expf_wc,
+}
+
+
+def run(kernels: bool | None = None) -> dict[str, Any]:
+    """Every conformance file on the reference, and on the kernels (``None``: where they run)."""
+    impls = ["reference"] + (["kernels"] if (kernels_available() if kernels is None else kernels) else [])
+    if kernels:
+        import warnings
+
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
+    rows: list[dict[str, Any]] = []
+    for impl in impls:
+        for name, check in FILES.items():
+            n, bad = check(impl == "kernels")
+            rows.append({"file": name, "implementation": impl, "checked": n, "mismatches": bad})
+    return {
+        "environment": environment(),
+        "results": rows,
+        "passed": all(int(r["mismatches"]) == 0 and int(r["checked"]) > 0 for r in rows),
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"{'file':<36}{'implementation':<16}{'checked':>9}{'mismatches':>12}"]
+    lines += [f"{r['file']:<36}{r['implementation']:<16}{r['checked']:>9}{r['mismatches']:>12}" for r in
+              report["results"]]
+    lines.append("conformance: PASS" if report["passed"] else "conformance: FAIL")
+    return "\n".join(lines)

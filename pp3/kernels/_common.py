@@ -1,0 +1,171 @@
+"""Triton helpers of both operations, the selector (``_select.py``) and the verifier (``_accept.py``).
+
+Arithmetic model of every exact-path kernel: launched with ``enable_fp_fusion=False`` (no FMA contraction) and
+``enable_reflect_ftz=False`` (subnormals kept), see ``config.EXACT``; fp32 division is ``div_rn``; no ``tl.exp``
+(the exponential is ``_expf``, SPEC.md §6); the only float reductions are the fixed pairwise trees of §5.4 and
+§11.4 (``_tree``); selection, ticket placement and the draws use integers. ``pp3.kernels.ptx_audit`` checks the
+compiled code of every kernel for instructions that would break this.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.language.random import philox_impl
+
+# Layout of the fp64 constants tensor of §6 (built from pp3.reference.exponential by select.exp_constants).
+C_INV = tl.constexpr(0)
+C_SHIFT = tl.constexpr(1)
+C_L1 = tl.constexpr(2)
+C_L2 = tl.constexpr(3)
+C_C2 = tl.constexpr(4)
+C_C3 = tl.constexpr(5)
+C_C4 = tl.constexpr(6)
+C_C5 = tl.constexpr(7)
+C_ONE = tl.constexpr(8)
+C_TH = tl.constexpr(16)  # TH[0..63]
+C_TL = tl.constexpr(80)  # TL[0..63]
+
+# Logit formats: the raw bits a kernel loads (int32 for fp32, int16 for fp16 and bf16).
+KIND_F32 = tl.constexpr(0)
+KIND_F16 = tl.constexpr(1)
+KIND_BF16 = tl.constexpr(2)
+
+# §3 flag bits of an entry (and, OR-reduced, of a tile or a row).
+FLAG_NAN = tl.constexpr(1)
+FLAG_POS_INF = tl.constexpr(2)
+FLAG_FINITE = tl.constexpr(4)
+
+
+@triton.jit
+def _widen_bits(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+    """§2.1: raw logit bits (int32 for fp32, int16 for fp16/bf16) -> fp32 bits as uint32, exactly.
+
+    Integer operations only: the interpreter widens bf16 subnormals wrongly through ``.to``.
+    """
+    if KIND == KIND_F32:
+        bits = raw.to(tl.uint32, bitcast=True)
+    elif KIND == KIND_BF16:
+        bits = raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+    else:
+        h = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
+        sign = (h & 0x8000) << 16
+        ex = (h >> 10) & 0x1F
+        man = h & 0x3FF
+        normal = sign | ((ex + 112) << 23) | (man << 13)
+        special = sign | 0x7F800000 | (man << 13)  # inf / NaN (payload kept)
+        # subnormal fp16: man * 2^-24, an exact product (man < 2^10, the result is a normal fp32)
+        sub = (man.to(tl.float32) * 5.9604644775390625e-08).to(tl.uint32, bitcast=True) | sign
+        bits = tl.where(ex == 0, sub, tl.where(ex == 31, special, normal))
+    return bits
+
+
+@triton.jit
+def _flag_bits(bits: tl.tensor) -> tl.tensor:
+    """§3 per entry: FLAG_NAN | FLAG_POS_INF | FLAG_FINITE of fp32 bits (int32; OR them over a row)."""
+    mag = bits & 0x7FFFFFFF
+    code = (mag > 0x7F800000).to(tl.int32) | ((bits == 0x7F800000).to(tl.int32) << 1)
+    return code | ((mag < 0x7F800000).to(tl.int32) << 2)
+
+
+@triton.jit
+def _bit_or(a: tl.tensor, b: tl.tensor) -> tl.tensor:
+    return a | b
+
+
+@triton.jit
+def _order_key(bits: tl.tensor, gid: tl.tensor) -> tl.tensor:
+    """§4.1 ``key(x, i)`` = okey(x) << 32 | (2^32 - 1 - i) as uint64, from fp32 bits and global IDs (-0.0 is +0.0):
+    a larger key ranks first. Every real key is >= 2^31, so 0 can pad below them all."""
+    canon = tl.where(bits == 0x80000000, 0, bits).to(tl.uint32)
+    okey = tl.where((canon & 0x80000000) != 0, canon ^ 0xFFFFFFFF, canon | 0x80000000)
+    return (okey.to(tl.uint64) << 32) | (0xFFFFFFFF - gid.to(tl.uint64))
+
+
+@triton.jit
+def _key_id(key: tl.tensor) -> tl.tensor:
+    """The token ID of a §4.1 key (int32)."""
+    return (0xFFFFFFFF - (key & 0xFFFFFFFF)).to(tl.int32)
+
+
+@triton.jit
+def _pdl_prologue(PDL: tl.constexpr) -> None:
+    """With programmatic dependent launch the program may start before the previous kernel on the stream ends: wait
+    for it (and for its memory) before reading anything, then let the next kernel start its own launch early."""
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
+
+
+@triton.jit
+def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
+    """SPEC.md §6 E1-E9, one IEEE fp64 operation per step, constants from the fp64 table at ``c_ptr``."""
+    zc = tl.maximum(z, -104.0)  # E1
+    x = zc.to(tl.float64)  # E1: exact
+    t = x * tl.load(c_ptr + C_INV)  # E2
+    shift = tl.load(c_ptr + C_SHIFT)
+    kd = (t + shift) - shift  # E3: nearest integer, ties to even
+    k = kd.to(tl.int32)  # E3: exact
+    r = (x - kd * tl.load(c_ptr + C_L1)) - kd * tl.load(c_ptr + C_L2)  # E4
+    c2 = tl.load(c_ptr + C_C2)
+    c3 = tl.load(c_ptr + C_C3)
+    c4 = tl.load(c_ptr + C_C4)
+    c5 = tl.load(c_ptr + C_C5)
+    one = tl.load(c_ptr + C_ONE)
+    p = r * (one + r * (c2 + r * (c3 + r * (c4 + r * c5))))  # E5
+    j = k & 63  # E6
+    m = k >> 6  # E6: arithmetic shift (k is signed)
+    th = tl.load(c_ptr + C_TH + j)
+    tlo = tl.load(c_ptr + C_TL + j)
+    y = th + (tlo + th * p)  # E7
+    scale = ((m + 1023).to(tl.int64) << 52).to(tl.float64, bitcast=True)  # E8: 2^m from its bits
+    return (y * scale).to(tl.float32)  # E8, E9: one fp64 -> fp32 rounding
+
+
+@triton.jit
+def _tree(w: tl.tensor, N: tl.constexpr, LOG: tl.constexpr) -> tl.tensor:
+    """§5.4 / §11.4 P4: the fp64 pairwise tree over N = 2^LOG entries, adjacent pairs first (a fixed order on every
+    backend); a scalar."""
+    s = w
+    for i in tl.static_range(LOG):
+        a, c = tl.split(tl.reshape(s, [N >> (i + 1), 2]))
+        s = a + c
+    return tl.sum(s, axis=0)  # one element: no rounding
+
+
+@triton.jit
+def _expf_kernel(
+    z_ptr: tl.tensor,  # [n] fp32 inputs (z <= 0)
+    out_ptr: tl.tensor,  # [n] fp32 out: expf(z), SPEC.md §6
+    c_ptr: tl.tensor,  # fp64 constants of §6
+    n: tl.tensor,  # number of inputs
+    BLOCK: tl.constexpr,
+) -> None:
+    # The kernels' exponential alone, for the exhaustive audit of every fp32 z <= 0 and the worst-case file.
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    z = tl.load(z_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, _expf(z, c_ptr), mask=mask)
+
+
+@triton.jit
+def _philox_kernel(
+    ctr_ptr: tl.tensor,  # [n, 4] uint64 counters (int64 bits)
+    key_ptr: tl.tensor,  # [n, 2] uint64 keys (int64 bits)
+    out_ptr: tl.tensor,  # [n, 4] int64 out: Philox4x64-10(ctr, key), uint64 bits
+) -> None:
+    # The kernels' Philox4x64-10 (Triton's philox_impl, as _finalize_kernel and _uniform_below call it) on one block,
+    # for the Random123 known-answer vectors (SPEC.md §8).
+    i = tl.program_id(0).to(tl.int64)
+    c0 = tl.load(ctr_ptr + 4 * i).to(tl.uint64, bitcast=True)
+    c1 = tl.load(ctr_ptr + 4 * i + 1).to(tl.uint64, bitcast=True)
+    c2 = tl.load(ctr_ptr + 4 * i + 2).to(tl.uint64, bitcast=True)
+    c3 = tl.load(ctr_ptr + 4 * i + 3).to(tl.uint64, bitcast=True)
+    k0 = tl.load(key_ptr + 2 * i).to(tl.uint64, bitcast=True)
+    k1 = tl.load(key_ptr + 2 * i + 1).to(tl.uint64, bitcast=True)
+    w0, w1, w2, w3 = philox_impl(c0, c1, c2, c3, k0, k1)
+    tl.store(out_ptr + 4 * i, w0.to(tl.int64, bitcast=True))
+    tl.store(out_ptr + 4 * i + 1, w1.to(tl.int64, bitcast=True))
+    tl.store(out_ptr + 4 * i + 2, w2.to(tl.int64, bitcast=True))
+    tl.store(out_ptr + 4 * i + 3, w3.to(tl.int64, bitcast=True))

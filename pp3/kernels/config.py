@@ -1,0 +1,72 @@
+"""Launch configuration of the Triton kernels: sizes, caps and options as data. Imports neither torch nor triton
+(the property strategies and the benchmark read it without them).
+
+No setting here changes a bit of any result: every float reduction of the kernels is in a fixed order (SPEC.md §5.4,
+§11.4), so tiles, warps, caps and programmatic dependent launch only change the speed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+MAX_TILE = 4096  # the selector's largest tile: 16 KiB of fp32 per program; smaller rows get smaller tiles
+VERIFY_TILE = 2048  # the verifier's tile
+MAX_TILES = 512  # tiles per row that launch 2 merges in one program (512 * 32 keys = 128 KiB)
+FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
+# Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (_finalize_kernel).
+SECOND_CANDIDATE_TILES = 45
+# Exact arithmetic (SPEC.md "Keywords"): no FMA contraction, no flush to zero. The interpreter ignores both.
+EXACT: dict[str, Any] = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """How the selector's two launches run (never what they compute).
+
+    ``warps``: warps per program of launch 1 and launch 2 (tuned on the H200, bench/NOTES.md). ``pdl``: programmatic
+    dependent launch where the device has it (CUDA, compute capability >= 9; never in the interpreter): ``True``
+    always there, ``False`` never, ``None`` (the default) unless the environment sets PP3_PDL=0 (``use_pdl``)."""
+
+    warps: tuple[int, int] = (8, 8)
+    pdl: bool | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.warps) != 2 or any(isinstance(w, bool) or w not in (1, 2, 4, 8, 16, 32) for w in self.warps):
+            raise ValueError(f"warps: expected two of 1, 2, 4, 8, 16, 32, got {self.warps!r}")
+        if self.pdl not in (None, True, False):
+            raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
+
+
+DEFAULT_LAUNCH = LaunchConfig()
+
+
+def auto_tile(v: int) -> int:
+    """The selector's tile for a row of ``v`` entries: >= 32 tiles where possible (a good launch-2 threshold),
+    between 1024 and MAX_TILE entries, a power of two."""
+    t = 1024
+    while t < MAX_TILE and v >= 64 * t:
+        t *= 2
+    return t
+
+
+def tile_cap(tile: int) -> int:
+    """Compaction slots in launch 1: groups of 32 leave ~40 survivors at 2048+ entries, ~120 at 1024."""
+    return 128 if tile <= 1024 else 64
+
+
+def use_pdl(device: torch.device, config: LaunchConfig = DEFAULT_LAUNCH) -> bool:
+    """Whether a launch on ``device`` uses programmatic dependent launch. PDL only lets a launch start early: both
+    kernels wait (griddepcontrol.wait) for the previous kernel and its memory before they read anything, so no
+    result changes (GPU parity was run both ways, VERIFY.md). ``config.pdl = None`` reads PP3_PDL at every launch."""
+    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or config.pdl is False:
+        return False
+    if config.pdl is None and os.environ.get("PP3_PDL") == "0":
+        return False
+    import torch
+
+    return torch.cuda.get_device_capability(device)[0] >= 9

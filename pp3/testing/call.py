@@ -1,0 +1,380 @@
+"""One record of a call, for every tier: the selector's ``Call`` (raw logit bits of its format, per-row keys,
+``tau``, the kernel tile and shard cuts) and the verifier's ``AcceptCall``, each convertible to NumPy (for the
+reference) and to torch (for the kernels) from the same bits, and each able to run both.
+
+A ``Call``'s ``repr`` is a ``make_case(...)`` line, so a falsifying example or a failing parity row can be pasted
+into a test as it is. NumPy only at import (torch and the kernels are imported where a call runs on them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pp3.reference import DEFAULT_TAU, K, Proposal, Verdict, bf16_bits_to_float32, propose, verify
+
+
+def fp32(x: float) -> float:
+    """x rounded to fp32, as a Python float."""
+    return float(np.float32(x))
+
+
+U64_MAX = (1 << 64) - 1
+U64_EDGES = (0, 1, (1 << 63) - 1, 1 << 63, U64_MAX)
+
+FLT_MAX = float(np.finfo(np.float32).max)
+FLT_MIN = float(np.finfo(np.float32).tiny)  # smallest positive normal fp32
+FLT_TRUE_MIN = float(np.uint32(1).view(np.float32))  # smallest positive subnormal fp32
+# tau edges: subnormal (allowed: finite and > 0), smallest normal, tiny, the default, 1, huge, FLT_MAX.
+TAU_EDGES = (FLT_TRUE_MIN, FLT_MIN, fp32(1e-30), DEFAULT_TAU, 1.0, fp32(1e30), FLT_MAX)
+
+@dataclasses.dataclass(frozen=True)
+class Fmt:
+    """A logit format, described by its bit layout (the row data of a Case is raw bits of this format)."""
+
+    name: str  # "fp32" | "fp16" | "bf16"
+    exp_bits: int
+    mant_bits: int
+
+    @property
+    def width(self) -> int:
+        return 1 + self.exp_bits + self.mant_bits
+
+    @property
+    def dtype(self) -> type[np.unsignedinteger[Any]]:
+        return np.uint32 if self.width == 32 else np.uint16
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.width - 1)
+
+    @property
+    def pos_inf(self) -> int:
+        return ((1 << self.exp_bits) - 1) << self.mant_bits
+
+    @property
+    def neg_inf(self) -> int:
+        return self.sign | self.pos_inf
+
+    @property
+    def max_finite(self) -> int:
+        return self.pos_inf - 1
+
+    @property
+    def min_normal(self) -> int:
+        return 1 << self.mant_bits
+
+    @property
+    def nans(self) -> tuple[int, ...]:
+        """Quiet and signalling NaNs, smallest and largest payloads, both signs."""
+        quiet = self.pos_inf | (1 << (self.mant_bits - 1))
+        all_ones = self.pos_inf | ((1 << self.mant_bits) - 1)
+        return (quiet, self.sign | quiet, self.pos_inf | 1, self.sign | self.pos_inf | 1, all_ones,
+                self.sign | all_ones, quiet | 1)
+
+    @property
+    def extremes(self) -> tuple[int, ...]:
+        """+-max finite, +-min normal, +-largest subnormal, +-smallest subnormal."""
+        mags = (self.max_finite, self.min_normal, self.min_normal - 1, 1)
+        return mags + tuple(self.sign | m for m in mags)
+
+    def widen(self, bits: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
+        """SPEC.md §2.1: exact fp32 values of raw bits."""
+        b = np.asarray(bits, dtype=self.dtype)
+        if self.name == "fp32":
+            return b.view(np.float32)
+        if self.name == "fp16":
+            return b.view(np.float16).astype(np.float32)
+        return bf16_bits_to_float32(b)
+
+    def round_bits(self, x: npt.ArrayLike) -> npt.NDArray[Any]:
+        """Bits of finite values near ``x`` (clipped to the finite range; bf16 truncates): a value generator."""
+        a = np.asarray(x, dtype=np.float64)
+        if self.name == "fp16":
+            return np.clip(a, -65504.0, 65504.0).astype(np.float16).view(np.uint16)
+        f32 = np.clip(a, -FLT_MAX, FLT_MAX).astype(np.float32).view(np.uint32)
+        return f32 if self.name == "fp32" else (f32 >> np.uint32(16)).astype(np.uint16)
+
+    def exact_bits(self, x: Sequence[float]) -> npt.NDArray[Any]:
+        """Bits of values that the format holds exactly (NaN -> a quiet NaN); raises on an inexact value."""
+        a = np.asarray(x, dtype=np.float64)
+        bits: npt.NDArray[Any]
+        with np.errstate(all="ignore"):
+            if self.name == "fp16":
+                bits = a.astype(np.float16).view(np.uint16)
+            else:
+                f32 = a.astype(np.float32).view(np.uint32)
+                bits = f32 if self.name == "fp32" else (f32 >> np.uint32(16)).astype(np.uint16)
+        back = self.widen(bits).astype(np.float64)
+        same = (back == a) & (np.signbit(back) == np.signbit(a)) | (np.isnan(back) & np.isnan(a))
+        if not same.all():
+            raise ValueError(f"{self.name} cannot hold {a[~same][:4].tolist()} exactly")
+        return bits
+
+
+FORMATS = {f.name: f for f in (Fmt("fp32", 8, 23), Fmt("fp16", 5, 10), Fmt("bf16", 8, 7))}
+
+
+def runs_hex(bits: npt.NDArray[Any], hexw: int) -> str:
+    """Run-length hex of a row: '3f800000*3 ff800000*30'."""
+    out: list[str] = []
+    i = 0
+    vals = [int(b) for b in bits]
+    while i < len(vals):
+        j = i
+        while j < len(vals) and vals[j] == vals[i]:
+            j += 1
+        out.append(f"{vals[i]:0{hexw}x}" + (f"*{j - i}" if j - i > 1 else ""))
+        i = j
+    return " ".join(out)
+
+
+def _parse_runs(text: str) -> list[int]:
+    vals: list[int] = []
+    for tok in text.split():
+        word, _, count = tok.partition("*")
+        vals.extend([int(word, 16)] * (int(count) if count else 1))
+    return vals
+
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Call:
+    """One selector call (see the module docstring). Rows are raw bits; scalars are Python ints / fp32 floats."""
+
+    fmt: Fmt
+    bits: npt.NDArray[Any]  # [B, V] raw logit bits, uint32 (fp32) or uint16 (fp16, bf16)
+    temperature: npt.NDArray[np.float32]  # [B]
+    seed: tuple[int, ...]  # [B] uint64 values
+    round: tuple[int, ...]
+    position: tuple[int, ...]
+    tau: float  # an fp32 value
+    tile: int | None  # kernel tile size (a power of two >= 32); None: the launcher's automatic choice
+    tensor_args: bool  # kernel gets temperature/seed/round/position as tensors (True) or Python lists (False)
+    cuts: tuple[int, ...] = ()  # the kernels run over contiguous shards [0, c_1), [c_1, c_2), ... [c_n, V)
+    name: str = ""  # what the call is, in reports (not part of its repr)
+
+    @property
+    def b(self) -> int:
+        return int(self.bits.shape[0])
+
+    @property
+    def v(self) -> int:
+        return int(self.bits.shape[1])
+
+    def logits32(self) -> npt.NDArray[np.float32]:
+        return self.fmt.widen(self.bits)
+
+    def take(self, rows: Sequence[int]) -> Call:
+        """The sub-batch (or permutation) of ``rows``, every per-row input carried along."""
+        idx = [int(r) for r in rows]
+        return dataclasses.replace(
+            self,
+            bits=self.bits[idx].copy(),
+            temperature=self.temperature[idx].copy(),
+            seed=tuple(self.seed[i] for i in idx),
+            round=tuple(self.round[i] for i in idx),
+            position=tuple(self.position[i] for i in idx),
+        )
+
+    def replace(self, **changes: Any) -> Call:
+        return dataclasses.replace(self, **changes)
+
+    def row_inputs(self, r: int) -> str:
+        """One row's scalar inputs, in hex, enough to replay it."""
+        t = self.temperature[r]
+        return (f"target_temperature 0x{int(t.view(np.uint32)):08x} ({float(t)!r}) seed 0x{self.seed[r]:016x} "
+                f"round 0x{self.round[r]:016x} position 0x{self.position[r]:016x}")
+
+    def seeds(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+        """seed, round, position as uint64 arrays [B]."""
+        return tuple(np.array(k, dtype=np.uint64) for k in (self.seed, self.round, self.position))  # type: ignore[return-value]
+
+    def reference_logits(self) -> npt.NDArray[Any]:
+        """What the reference takes: fp32 or fp16 arrays; bf16 widened from its bits (bf16_bits_to_float32)."""
+        if self.fmt.name == "fp32":
+            return self.bits.view(np.float32)
+        if self.fmt.name == "fp16":
+            return self.bits.view(np.float16)
+        return bf16_bits_to_float32(self.bits)
+
+    def torch_logits(self, device: Any) -> Any:
+        """The [B, V] logits as a torch tensor of the call's format, built from the same bits (no rounding)."""
+        return bits_tensor(self.fmt, self.bits, device)
+
+    def kernel_row_args(self, device: Any) -> tuple[Any, Any, Any, Any]:
+        """(target_temperature, seed, round, position) as the call gives them: tensors or Python lists."""
+        if not self.tensor_args:
+            return self.temperature.tolist(), list(self.seed), list(self.round), list(self.position)
+        import torch
+
+        seed, rnd, pos = (torch.from_numpy(k.view(np.int64).copy()).to(device) for k in self.seeds())
+        return torch.from_numpy(self.temperature.copy()).to(device), seed, rnd, pos
+
+    def run_reference(self) -> Proposal:
+        """``pp3.reference.propose`` on this call."""
+        return propose(self.reference_logits(), self.temperature.copy(), *self.seeds(), self.tau)
+
+    def run_kernel(self, device: Any = None, **launch: Any) -> Proposal:
+        """The Triton selector on this call (``propose_sharded`` over ``cuts`` if any; column views, not copies) on
+        ``device`` (default: the CUDA GPU, else the CPU under the interpreter); the result as NumPy arrays."""
+        from pp3 import kernels
+
+        dev = default_device() if device is None else device
+        x = self.torch_logits(dev)
+        edges = [0, *self.cuts, self.v]
+        shards = [x[:, a:c] for a, c in itertools.pairwise(edges)]
+        out: Proposal = to_numpy(
+            kernels.propose_sharded(shards, *self.kernel_row_args(dev), self.tau, tile=self.tile, **launch)
+        )
+        return out
+
+    def __repr__(self) -> str:
+        hexw = self.fmt.width // 4
+        rows = ", ".join(repr(runs_hex(row, hexw)) for row in self.bits)
+        temps = " ".join(f"{int(t):08x}" for t in self.temperature.view(np.uint32))
+        return (f"make_case({self.fmt.name!r}, [{rows}], temperature={temps!r}, seed={list(self.seed)!r}, "
+                f"round={list(self.round)!r}, position={list(self.position)!r}, "
+                f"tau=float.fromhex({self.tau.hex()!r}), tile={self.tile}, tensor_args={self.tensor_args}"
+                + (f", cuts={list(self.cuts)!r})" if self.cuts else ")"))
+
+
+def make_case(
+    fmt: str,
+    rows: Sequence[str | Sequence[float]],
+    *,
+    temperature: str | float | Sequence[float] = 1.0,
+    seed: int | Sequence[int] = 0,
+    round: int | Sequence[int] = 0,
+    position: int | Sequence[int] = 0,
+    tau: float = DEFAULT_TAU,
+    tile: int | None = 32,
+    tensor_args: bool = False,
+    cuts: Sequence[int] = (),
+) -> Call:
+    """A Call from rows given as run-length hex bits ('3f800000*3 ff800000') or as exactly representable floats.
+
+    ``temperature`` is fp32 hex bits ('3f800000 80000000') or floats; scalars apply to every row.
+    """
+    f = FORMATS[fmt]
+    bit_rows = [np.array(_parse_runs(r), dtype=f.dtype) if isinstance(r, str) else f.exact_bits(r) for r in rows]
+    if len({r.size for r in bit_rows}) != 1:
+        raise ValueError(f"rows differ in length: {[r.size for r in bit_rows]}")
+    bits = np.stack(bit_rows)
+    b = bits.shape[0]
+    if isinstance(temperature, str):
+        temps = np.array([int(w, 16) for w in temperature.split()], dtype=np.uint32).view(np.float32)
+    else:
+        temps = np.broadcast_to(np.asarray(temperature, dtype=np.float32), (b,)).copy()
+
+    def per_row(x: int | Sequence[int]) -> tuple[int, ...]:
+        return (int(x),) * b if isinstance(x, int) else tuple(int(v) for v in x)
+
+    tau32 = float(np.float32(tau))
+    return Call(f, bits, temps, per_row(seed), per_row(round), per_row(position), tau32, tile, tensor_args, tuple(cuts))
+
+
+
+
+def default_device() -> Any:
+    """Where kernels run in tests and audits: the CUDA GPU if torch sees one, else the CPU (the interpreter)."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+_TORCH_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def bits_tensor(fmt: Fmt, bits: npt.NDArray[Any], device: Any) -> Any:
+    """A torch tensor of format ``fmt`` holding exactly ``bits`` (any shape)."""
+    import torch
+
+    signed = np.ascontiguousarray(bits).view(np.int32 if fmt.width == 32 else np.int16).copy()
+    return torch.from_numpy(signed).view(getattr(torch, _TORCH_DTYPE[fmt.name])).to(device)
+
+
+def to_numpy(res: Any) -> Any:
+    """A kernel result (``pp3.kernels.Proposal`` / ``Verdict``, torch tensors on any device) as the reference's
+    NumPy record (``pp3.reference.Proposal`` / ``Verdict``)."""
+    cls = Proposal if hasattr(res, "token") else Verdict
+    return cls(*(getattr(res, f.name).detach().cpu().numpy() for f in dataclasses.fields(cls)))
+
+
+# ----------------------------------------------------------------------------------------------------- verifier
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AcceptCall:
+    """One verifier call (SPEC.md §11.2): target logits [B, D+1, V] as raw bits of ``fmt``, per-row target
+    temperatures, the draft as the selector returned it per depth, and the per-row keys."""
+
+    fmt: Fmt
+    bits: npt.NDArray[Any]  # [B, D+1, V] raw target-logit bits
+    temperature: npt.NDArray[np.float32]  # [B]
+    draft_tokens: npt.NDArray[np.int32]  # [B, D]
+    draft_status: npt.NDArray[np.int8]  # [B, D]
+    draft_ids: npt.NDArray[np.int32]  # [B, D, K]
+    draft_tickets: npt.NDArray[np.int32]  # [B, D, K]
+    seed: npt.NDArray[np.uint64]  # [B]
+    round: npt.NDArray[np.uint64]  # [B]
+    position: npt.NDArray[np.uint64]  # [B], of draft 0
+    tile: int | None = None  # the verifier's tile (None: its default)
+
+    @classmethod
+    def of(cls, target_logits: Any, target_temperature: Any, seed: Any, round: Any, position: Any,
+           tile: int | None = None, **draft: Any) -> AcceptCall:
+        """From the reference's calling convention (NumPy fp32 / fp16 target logits, scalars or [B] keys)."""
+        from pp3.reference import _args
+
+        x = np.asarray(target_logits)
+        fmt = FORMATS["fp16" if x.dtype == np.float16 else "fp32"]
+        bits = x.view(np.uint16) if x.dtype == np.float16 else np.asarray(x, dtype=np.float32).view(np.uint32)
+        b, d = bits.shape[0], bits.shape[1] - 1
+        return cls(
+            fmt, bits.copy(), _args.as_temperature_rows("target_temperature", target_temperature, b),
+            np.asarray(draft["draft_tokens"]).astype(np.int32).reshape(b, d),
+            np.asarray(draft["draft_status"]).astype(np.int8).reshape(b, d),
+            np.asarray(draft["draft_ids"]).astype(np.int32).reshape(b, d, K),
+            np.asarray(draft["draft_tickets"]).astype(np.int32).reshape(b, d, K),
+            _args.as_uint64_rows("seed", seed, b),
+            _args.as_uint64_rows("round", round, b),
+            _args.as_uint64_rows("position", position, b),
+            tile=tile,
+        )
+
+    def draft(self) -> dict[str, npt.NDArray[Any]]:
+        return {f: getattr(self, f) for f in ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")}
+
+    def run_reference(self) -> Verdict:
+        """``pp3.reference.verify`` on this call (bf16 widened from its bits)."""
+        x = self.fmt.widen(self.bits) if self.fmt.name != "fp16" else self.bits.view(np.float16)
+        return verify(x, self.temperature, **self.draft(), seed=self.seed, round=self.round, position=self.position)
+
+    def run_kernel(self, device: Any = None) -> Verdict:
+        """The Triton verifier on this call (every argument a tensor on ``device``); the result as NumPy arrays."""
+        import torch
+
+        from pp3 import kernels
+
+        dev = default_device() if device is None else device
+
+        def t(a: npt.NDArray[Any]) -> Any:
+            arr = a.view(np.int64) if a.dtype == np.uint64 else a
+            return torch.from_numpy(np.ascontiguousarray(arr).copy()).to(dev)
+
+        res = kernels.verify(
+            bits_tensor(self.fmt, self.bits, dev), t(self.temperature), t(self.draft_tokens), t(self.draft_status),
+            t(self.draft_ids), t(self.draft_tickets), t(self.seed), t(self.round), t(self.position), tile=self.tile,
+        )
+        out: Verdict = to_numpy(res)
+        return out
+
+
+def kernel_verifier(**kw: Any) -> Verdict:
+    """The Triton verifier with the reference's calling convention and result (for the audits and the demo)."""
+    return AcceptCall.of(**kw).run_kernel()

@@ -1,0 +1,186 @@
+"""Bit parity of the Triton verifier (pp3.kernels.accept) with the NumPy reference (SPEC.md §11).
+
+Runs under TRITON_INTERPRET=1 (tiny sizes: ~0.1-0.3 s per row) or natively on a CUDA GPU; skipped otherwise.
+Each case names the code path it hits.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = pytest.importorskip("torch")
+if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+    pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU", allow_module_level=True)
+
+from pp3.kernels import uniform_below as uniform_below_dev  # noqa: E402
+from pp3.kernels import verify as verify_dev  # noqa: E402
+from pp3.reference import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, float32_to_bf16_bits, uniform_below, verify  # noqa: E402
+from pp3.testing.call import AcceptCall, to_numpy  # noqa: E402
+from pp3.testing.compare import assert_equal  # noqa: E402
+from pp3.testing.drafts import (  # noqa: E402
+    REJECT_Q,
+    REJECT_SEED_ACCEPT,
+    REJECT_SEED_RESIDUAL,
+    break_draft,
+    random_case,
+    two_slot_draft,
+)
+
+pytestmark = [
+    pytest.mark.interpreter,
+    # the interpreter's runtime-bound loops (the tile loops) convert 1-element arrays to ints (NumPy 2.3 warns)
+    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning"),  # -inf / +inf, masked
+]
+DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+FIELDS = ("status", "accepted", "tokens")
+
+
+def same(case: dict[str, Any], tile: int | None = None) -> None:
+    want = verify(**case)
+    got = AcceptCall.of(**case, tile=tile).run_kernel(DEV)
+    for f in FIELDS:
+        assert_equal(getattr(got, f), getattr(want, f), f"{f} (seeds {np.asarray(case['seed']).tolist()})")
+
+
+@pytest.mark.parametrize(
+    ("temp", "v", "tile"),
+    [
+        (1.0, 7, None),  # sampled, one tile (the default tile clipped to 8), ragged
+        (0.3, 37, 16),  # sampled, 3 tiles: the tile tree and the tree over tile sums (padded to 4)
+        (np.inf, 9, None),  # T = +inf: uniform over finite logits
+        (0.0, 33, 8),  # T0 over 5 tiles: argmax across tiles, no random numbers
+    ],
+)
+def test_random_rows(temp: float, v: int, tile: int | None) -> None:
+    case = random_case(np.random.default_rng(v), 3, 2, v, temp)
+    case["target_logits"][0, :, 1] = -np.inf  # a masked token
+    case["target_logits"][1, 1, :] = 0.5  # a flat row: ties everywhere
+    case["position"][2] = np.uint64(2**64 - 1)  # positions wrap
+    same(case, tile)
+
+
+def test_failed_rows_and_truncation() -> None:
+    case = random_case(np.random.default_rng(4), 6, 2, 40, 1.0)
+    case["target_logits"][0, 1, 3] = np.nan  # NAN_LOGIT at row 1
+    case["target_logits"][1, 0, :] = -np.inf  # ZERO_MASS at row 0
+    case["target_logits"][2, 2, 0] = np.inf  # POS_INF at the bonus row
+    case["draft_status"][3, 0] = 1  # n = 0: the bonus from p_0; later rows ignored
+    case["target_logits"][3, 1:, 0] = np.nan
+    break_draft("token_zero_tickets", case["draft_ids"][4:], case["draft_tickets"][4:], case["draft_tokens"][4:])
+    same(case, 16)
+    assert verify(**case).status.tolist() == [1, 3, 2, 0, 5, 0]
+
+
+@pytest.mark.parametrize("kind", ["sum", "descending", "id_out_of_range", "full_after_empty"])
+def test_invalid_drafts(kind: str) -> None:
+    case = random_case(np.random.default_rng(21), 2, 2, 40, 1.0)
+    break_draft(kind, case["draft_ids"], case["draft_tickets"], case["draft_tokens"])
+    same(case)
+
+
+def test_bad_temperature_and_signed_zero_temperature() -> None:
+    case = random_case(np.random.default_rng(2), 3, 1, 5, 1.0)
+    case["target_temperature"] = np.array([np.nan, -0.0, -1.0], dtype=np.float32)
+    same(case)
+
+
+def test_the_acceptance_word_rejection_path() -> None:
+    case = {
+        "target_logits": np.zeros((1, 2, 5), dtype=np.float32),
+        "target_temperature": 1.0,
+        **two_slot_draft(1, 1, 1, REJECT_Q, 3),
+        "seed": REJECT_SEED_ACCEPT,
+        "round": 0,
+        "position": 0,
+    }
+    same(case)
+
+
+def test_uniform_below_on_the_device_matches_the_reference() -> None:
+    s = np.array([REJECT_Q << 16, REJECT_Q << 16, 1, 3, 1 << 40, (1 << 40) - 1, 12345], dtype=np.uint64)
+    seed = np.array([REJECT_SEED_ACCEPT, REJECT_SEED_RESIDUAL, 5, 6, 7, 8, 2**64 - 1], dtype=np.uint64)
+    zero = np.zeros(7, dtype=np.uint64)
+    for dom in (DOMAIN_ACCEPT, DOMAIN_RESIDUAL):
+        want = uniform_below(seed, zero, zero, dom, s)
+
+        def t(a: np.ndarray[Any, Any]) -> Tensor:
+            on_device: Tensor = torch.from_numpy(a.view(np.int64).copy()).to(DEV)
+            return on_device
+
+        got = uniform_below_dev(t(seed), t(zero), t(zero), dom, t(s)).cpu().numpy().view(np.uint64)
+        assert_equal(got, want, f"uniform_below, domain {dom:#x}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_target_logits(dtype: str) -> None:
+    case = random_case(np.random.default_rng(8), 2, 1, 12, 1.0)
+    x = case["target_logits"]
+    x[0, 0, 5] = 1e-40  # a subnormal (bf16 keeps it; fp16 flushes it to a subnormal fp16 or 0)
+    if dtype == "float16":
+        x16 = torch.from_numpy(x.astype(np.float16))
+        want_x = x.astype(np.float16).astype(np.float32)
+    else:
+        bits = float32_to_bf16_bits(x)
+        x16 = torch.from_numpy(bits.view(np.int16).copy()).view(torch.bfloat16)
+        want_x = (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    want = verify(**(case | {"target_logits": want_x}))
+    res = verify_dev(
+        x16.to(DEV),
+        1.0,
+        torch.from_numpy(case["draft_tokens"].astype(np.int32)).to(DEV),
+        torch.from_numpy(case["draft_status"].astype(np.int8)).to(DEV),
+        torch.from_numpy(case["draft_ids"].astype(np.int32)).to(DEV),
+        torch.from_numpy(case["draft_tickets"].astype(np.int32)).to(DEV),
+        case["seed"],
+        case["round"],
+        case["position"],
+    )
+    got = to_numpy(res)
+    for f in FIELDS:
+        assert_equal(getattr(got, f), getattr(want, f), f)
+
+
+@pytest.mark.parametrize(
+    ("name", "bad", "exc"),
+    [
+        ("target_logits", torch.zeros((2, 3, 4), dtype=torch.int32), TypeError),
+        ("target_logits", torch.zeros((2, 1, 4)), ValueError),
+        ("draft_tokens", torch.zeros((2, 2), dtype=torch.int64), TypeError),
+        ("draft_status", torch.zeros((2, 3), dtype=torch.int8), ValueError),
+        ("draft_ids", torch.zeros((2, 2, 31), dtype=torch.int32), ValueError),
+        ("seed", -1, ValueError),
+        ("tile", 3, ValueError),
+    ],
+)
+def test_bad_arguments_raise_before_any_launch(name: str, bad: Any, exc: type[Exception]) -> None:
+    args: dict[str, Any] = {
+        "target_logits": torch.zeros((2, 3, 4)),
+        "target_temperature": 1.0,
+        "draft_tokens": torch.zeros((2, 2), dtype=torch.int32),
+        "draft_status": torch.zeros((2, 2), dtype=torch.int8),
+        "draft_ids": torch.zeros((2, 2, 32), dtype=torch.int32),
+        "draft_tickets": torch.zeros((2, 2, 32), dtype=torch.int32),
+        "seed": 0,
+        "round": 0,
+        "position": 0,
+    }
+    with pytest.raises(exc, match=name):
+        verify_dev(**(args | {name: bad}))
+
+
+def test_kernel_reproduces_the_accept_golden_vectors() -> None:
+    """Every row of pp3/conformance/accept-dyadic24-v1.jsonl, on the kernel (SPEC.md §11.11)."""
+    from pp3.testing.compare import row_mismatch
+    from pp3.testing.golden import load_accept_golden
+
+    bad = {c.name: np.flatnonzero(row_mismatch(c.call.run_kernel(DEV), c.expected)).tolist()
+           for c in load_accept_golden()}
+    assert not any(bad.values()), {k: v for k, v in bad.items() if v}

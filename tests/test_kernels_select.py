@@ -1,0 +1,212 @@
+"""The Triton selector against the golden vectors, its argument checks, its exponential, and its compiled code.
+
+Runs the kernels through Triton's interpreter on the CPU (TRITON_INTERPRET=1, set by the Makefile and below) or
+natively on a CUDA GPU. Kernel-vs-reference fuzzing and invariances live in proptests/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported (no effect if a GPU run unset it)
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from pp3 import reference as ref  # noqa: E402
+from pp3.kernels import _select, config, expf, propose  # noqa: E402
+from pp3.testing.golden import Case, Expected, load_golden, row_mismatch  # noqa: E402
+
+pytestmark = pytest.mark.interpreter
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def kernel_outputs(case: Case) -> Expected:
+    """Run pp3.kernels.propose on a golden case, logits in the case's own dtype (raw bits)."""
+    out: Expected = case.call().run_kernel(DEVICE)
+    return out
+
+
+def mismatching_rows(cases: list[Case], run: Callable[[Case], Expected], report: list[str]) -> int:
+    bad = 0
+    for case in cases:
+        got = run(case)
+        for r in range(case.B):
+            msg = row_mismatch(case, got, r)
+            if msg is not None:
+                bad += 1
+                report.append(msg)
+    return bad
+
+
+def test_kernels_reproduce_golden_vectors() -> None:
+    report: list[str] = []
+    bad = mismatching_rows(load_golden(), kernel_outputs, report)
+    assert bad == 0, "\n".join(report[:5])
+
+
+def test_golden_comparison_can_fail() -> None:
+    """The same comparison flags a kernel whose remainder goes to slot 0 instead of the rank-0 slot."""
+
+    def wrong(case: Case) -> Expected:
+        got = kernel_outputs(case)
+        t = got.tickets.copy()
+        ok = got.status == 0
+        t[ok, 0] += 1
+        t[ok, 1] -= 1
+        return Expected(got.status, got.token, got.ids, t)
+
+    assert mismatching_rows(load_golden()[:6], wrong, []) > 0
+
+
+class _NoLaunch:
+    """Stands in for a kernel: any launch fails the test."""
+
+    def __getitem__(self, grid: object) -> None:
+        raise AssertionError("a kernel was launched before the arguments were checked")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [
+        ({"logits": np.zeros((2, 5), np.float32)}, TypeError, "logits"),  # NumPy, not a tensor
+        ({"logits": torch.zeros(2, 5, dtype=torch.float64)}, TypeError, "logits"),
+        ({"logits": torch.zeros(5)}, ValueError, "logits"),
+        ({"logits": torch.zeros(0, 5)}, ValueError, "logits"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"seed": 1 << 64}, ValueError, "seed"),
+        ({"seed": 1.5}, TypeError, "seed"),
+        ({"round": [1, 2, 3]}, ValueError, "round"),
+        ({"position": torch.zeros(2, dtype=torch.float32)}, TypeError, "position"),
+        ({"target_temperature": "hot"}, TypeError, "target_temperature"),
+        ({"target_temperature": [1.0, 1.0, 1.0]}, ValueError, "target_temperature"),
+        ({"tau": 0.0}, ValueError, "tau"),
+        ({"tau": float("nan")}, ValueError, "tau"),
+        ({"tau": 1e-50}, ValueError, "tau"),  # rounds to 0 in fp32
+        ({"tile": 48}, ValueError, "tile"),
+        ({"tile": 16}, ValueError, "tile"),
+        ({"logits": torch.zeros(1, 1 << 20), "tile": 32}, ValueError, "tile"),  # 32768 tiles > MAX_TILES
+    ],
+)
+def test_bad_arguments_raise_before_any_launch(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, object], error: type[Exception], name: str
+) -> None:
+    monkeypatch.setattr(_select, "_tile_candidates_kernel", _NoLaunch())
+    monkeypatch.setattr(_select, "_finalize_kernel", _NoLaunch())
+    args: dict[str, object] = {
+        "logits": torch.zeros(2, 5),
+        "target_temperature": 1.0,
+        "seed": 1,
+        "round": 2,
+        "position": 3,
+        "tau": 0.7,
+    }
+    args.update(kwargs)
+    tile = args.pop("tile", None)
+    with pytest.raises(error, match=name):
+        propose(**args, tile=tile)  # type: ignore[arg-type]
+
+
+def test_device_exponential_equals_reference() -> None:
+    """The kernels' expf (E1-E9 in fp64) against the reference on random z, subnormal results and edges."""
+    rng = np.random.default_rng(7)
+    z = np.concatenate(
+        [
+            -rng.random(20000, dtype=np.float32) * 110,
+            -87.0 - rng.random(5000, dtype=np.float32) * 17,  # subnormal results and zeros
+            np.array([0.0, -0.0, -np.inf, -104.0, -103.97, -1e-45, -1e-7], np.float32),
+        ]
+    ).astype(np.float32)
+    got = expf(torch.from_numpy(z).to(DEVICE)).cpu().numpy()
+    want = ref.expf(z)
+    bad = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
+    assert bad.size == 0, [(f"{z[i]:a}", f"{got[i]:a}", f"{want[i]:a}") for i in bad[:5]]
+
+
+def _ptx_audit(*flags: str) -> tuple[int, dict[str, object]]:
+    """Run the PTX audit in a fresh interpreter without TRITON_INTERPRET (the compiler needs real JIT objects)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pp3.kernels.ptx_audit", *flags], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.stdout.strip(), proc.stderr[-2000:]
+    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_compiled_exact_path_has_no_forbidden_instructions() -> None:
+    """Every exact-path kernel (selector, verifier, the §11.5 uniform, expf, Philox) compiled for sm_90 with the EXACT
+    options: no approximate, FMA or FTZ code."""
+    rc, report = _ptx_audit()
+    assert rc == 0 and report["kernels"] == 15, report
+
+
+def test_ptx_audit_catches_default_options() -> None:
+    """Compiled with Triton's defaults (FMA contraction on), the same audit must object, in the selector's launch 2
+    and in the verifier: the test can fail."""
+    rc, report = _ptx_audit("--default-options")
+    forbidden = report["forbidden"]
+    assert rc == 1 and isinstance(forbidden, dict)
+    fma = {name for name, found in forbidden.items() if "fused multiply-add" in found}
+    assert any(n.startswith("verify[") for n in fma) and any(n.startswith("finalize[") for n in fma), report
+
+
+class _Spy:
+    """Stands in for a kernel: records the options of every launch."""
+
+    def __init__(self) -> None:
+        self.options: list[dict[str, object]] = []
+
+    def __getitem__(self, grid: object) -> object:
+        def launch(*args: object, **kwargs: object) -> None:
+            self.options.append(kwargs)
+
+        return launch
+
+
+def test_exact_options_are_passed_on_every_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both launches of propose (and of a custom launch configuration) are given the EXACT options."""
+    spies = {name: _Spy() for name in ("_tile_candidates_kernel", "_finalize_kernel")}
+    for name, spy in spies.items():
+        monkeypatch.setattr(_select, name, spy)
+    propose(torch.zeros(2, 5000), 1.0, 1, 2, 3)
+    propose(torch.zeros(2, 300), 1.0, 1, 2, 3, launch=config.LaunchConfig(warps=(4, 2), pdl=False))
+    assert config.EXACT == {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+    for name, spy in spies.items():
+        assert len(spy.options) == 2, name
+        for opts in spy.options:
+            assert {k: opts[k] for k in config.EXACT} == config.EXACT, (name, opts)
+    assert [o["num_warps"] for o in spies["_finalize_kernel"].options] == [8, 2]
+
+
+@pytest.mark.parametrize(
+    ("env", "capability", "interpret", "expected"),
+    [
+        ({}, (9, 0), "0", True),  # Hopper: on by default
+        ({"PP3_PDL": "1"}, (9, 0), "0", True),
+        ({"PP3_PDL": "0"}, (9, 0), "0", False),  # the switch
+        ({}, (8, 0), "0", False),  # Ampere has no griddepcontrol
+        ({}, (9, 0), "1", False),  # never in the interpreter
+    ],
+)
+def test_pdl_default_and_switch(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], capability: tuple[int, int], interpret: str, expected: bool
+) -> None:
+    """Programmatic dependent launch: on for CUDA devices of compute capability >= 9, off with PP3_PDL=0, on older
+    devices and in the interpreter (config.use_pdl, read at every launch); a LaunchConfig fixes it."""
+    monkeypatch.delenv("PP3_PDL", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert config.use_pdl(torch.device("cuda", 0)) is expected
+    assert config.use_pdl(torch.device("cpu")) is False
+    on, off = config.LaunchConfig(pdl=True), config.LaunchConfig(pdl=False)
+    assert config.use_pdl(torch.device("cuda", 0), off) is False
+    assert config.use_pdl(torch.device("cuda", 0), on) is (capability[0] >= 9 and interpret == "0")
