@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -42,3 +43,66 @@ def test_audit_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixtu
     assert cli.main(args) == 0
     log = json.loads(capsys.readouterr().out)
     assert log["passed"] and [c["mode"] for c in log["real"]["cases"]] == ["sampled", "greedy"]
+
+
+def test_repository_tools_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("stats", "bench"):
+        assert cli.main([name, "--help"]) == 2
+        err = capsys.readouterr().err
+        assert "repository tool" in err and f"make {name}" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["demo", "--temperature", "nan"],
+        ["demo", "--temperature", "-1"],
+        ["demo", "--tau", "0"],
+        ["demo", "--depth", "0"],
+        ["audit-e2e", "--n", "-1"],
+        ["audit-e2e", "--alpha", "-1"],
+        ["audit-e2e", "--alpha", "1"],
+        ["audit-e2e", "--temperatures", "nan"],
+        ["audit-e2e", "--mutant-temperatures", "0"],
+    ],
+)
+def test_bad_arguments_are_refused(args: list[str], monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(args)
+    assert exc.value.code == 2
+    assert args[1] in capsys.readouterr().err
+
+
+def test_missing_optional_package_is_named_before_any_work(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """--plot without matplotlib: one line naming the extra, before the audit runs (it would take minutes)."""
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real(name))
+    assert cli.main(["audit-e2e", "--plot", "x.png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "matplotlib" in err and "pip install" in err and len(err.splitlines()) == 1
+
+
+def test_verify_refuses_a_run_that_checks_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["verify", "--bulk-only"]) == 2  # no GPU: 0 bulk rows by default
+    assert "check nothing" in capsys.readouterr().err
+
+
+def test_verify_json_is_one_document_with_the_stamp(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["verify", "--bulk-only", "--bulk-rows", "8", "--bulk-vocab", "40", "--json", "--out", str(tmp_path)]
+    assert cli.main(args) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["verdict"] == "PASS" and doc["suites"]["bulk"]["rows"] == 8
+    assert {"commit", "dirty", "python", "packages", "gpu"} <= set(doc["environment"])
+    assert "bulk" in captured.err  # progress on stderr
+
+
+def test_conformance_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["conformance", "--kernels", "no", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] and {r["file"] for r in doc["results"]} == {
+        "dyadic24-floor-first-v1.jsonl", "accept-dyadic24-v1.jsonl", "philox4x64_10.kat", "expf.wc"}
