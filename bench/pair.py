@@ -665,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.pair", description=__doc__.splitlines()[0])
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=163840)
-    ap.add_argument("--tile", type=int, default=None, help="default: pp3.kernels.select.DEFAULT_TILE")
+    ap.add_argument("--tile", type=int, default=None, help="default: pp3.kernels.config.MAX_TILE")
     ap.add_argument("--parity-rows", type=int, default=1000)
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--depth", type=int, default=5)
@@ -696,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.pair: needs {args.world} CUDA GPUs, found {n}; nothing run (--cpu checks the plumbing)")
         return 0
     if args.tile is None:
-        from pp3.kernels.select import DEFAULT_TILE
+        from pp3.kernels.config import MAX_TILE as DEFAULT_TILE
 
         args.tile = DEFAULT_TILE
     outdir = Path(args.out or os.environ.get("OUT") or "results")

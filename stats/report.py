@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import numpy as np
 
 from pp3.reference import TICKETS
 from pp3.reference import tickets as tickets_mod
+from pp3.testing import stamp
 from stats import cases as cases_mod
 from stats import chisq, oracle
 from stats.audits import ALPHA, Config, Result, SamplerReport, Suite
@@ -115,33 +114,8 @@ def effect_table(suite: Suite, planted: list[Composed], family_size: int) -> str
 
 
 def environment(device: str) -> dict[str, Any]:
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return ""
-
-    import scipy
-
-    commit = git("rev-parse", "HEAD") or "uncommitted"
-    return {
-        "commit": commit,
-        "dirty": bool(git("status", "--porcelain")),
-        "device": device,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "machine": platform.platform(),
-        "torch": _torch_version(),
-    }
-
-
-def _torch_version() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return f"{torch.__version__} (CUDA {torch.version.cuda})" if torch.cuda.is_available() else torch.__version__
+    """The environment stamp (``pp3.testing.stamp``) and the audited sampler's device."""
+    return stamp.environment() | {"device": device}
 
 
 def _jsonable(x: float | None) -> float | str | None:

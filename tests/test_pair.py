@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from pp3.testing.call import FORMATS, Call
 from pp3.testing.compare import assert_equal
 
 HAVE_KERNELS = all(importlib.util.find_spec(m) is not None for m in ("torch", "triton"))
@@ -47,24 +48,10 @@ NEG_NAN = np.uint32(0xFFFFFFFF).view(np.float32)  # okey 0: the lowest key a rea
 # ---------------------------------------------------------------------------------------------------- cases
 
 
-@dataclasses.dataclass(frozen=True)
-class Batch:
-    """One position of a batch, backend-neutral: fp32 logits (or bf16 bits) and the per-row keys."""
-
-    logits: npt.NDArray[Any]  # [B, V] float32, or uint16 bf16 bits
-    temperature: npt.NDArray[np.float32]
-    seed: npt.NDArray[np.uint64]
-    round: npt.NDArray[np.uint64]
-    position: npt.NDArray[np.uint64]
-    tau: float = 0.7
-    bf16: bool = False
-
-    def reference(self) -> dict[str, npt.NDArray[Any]]:
-        import pp3.reference as ref
-
-        x = ref.bf16_bits_to_float32(self.logits) if self.bf16 else self.logits
-        p = ref.propose(x, self.temperature, self.seed, self.round, self.position, self.tau)
-        return {f: getattr(p, f) for f in FIELDS}
+def reference(bt: Call) -> dict[str, npt.NDArray[Any]]:
+    """The reference's four fields on the whole rows."""
+    p = bt.run_reference()
+    return {f: getattr(p, f) for f in FIELDS}
 
 
 def _keys(rng: np.random.Generator, b: int) -> tuple[npt.NDArray[np.uint64], ...]:
@@ -77,17 +64,20 @@ def _keys(rng: np.random.Generator, b: int) -> tuple[npt.NDArray[np.uint64], ...
     return tuple(out)
 
 
-def _batch(x: npt.NDArray[Any], temp: list[float], seed: int, tau: float = 0.7, bf16: bool = False) -> Batch:
+def _batch(x: npt.NDArray[Any], temp: list[float], seed: int, tau: float = 0.7, bf16: bool = False) -> Call:
+    """One position of a batch: fp32 logits (or bf16 bits) and random per-row keys, the extremes mixed in."""
     rng = np.random.default_rng(seed)
-    s, r, p = _keys(rng, x.shape[0])
-    return Batch(x, np.array(temp, dtype=np.float32), s, r, p, tau, bf16)
+    s, r, p = (tuple(int(v) for v in k) for k in _keys(rng, x.shape[0]))
+    bits = x if bf16 else np.asarray(x, dtype=np.float32).view(np.uint32)
+    return Call(FORMATS["bf16" if bf16 else "fp32"], bits, np.array(temp, dtype=np.float32), s, r, p,
+                float(np.float32(tau)), None, True)
 
 
 def _normal(rng: np.random.Generator, b: int) -> npt.NDArray[np.float32]:
     return (rng.standard_normal((b, V)) * 3.0).astype(np.float32)
 
 
-def case_random(seed: int) -> Batch:
+def case_random(seed: int) -> Call:
     """Sampled, T0 (+0, -0), failed-by-temperature rows; one row with fewer finite entries than K."""
     rng = np.random.default_rng(seed)
     x = _normal(rng, 6)
@@ -95,7 +85,7 @@ def case_random(seed: int) -> Batch:
     return _batch(x, [1.0, 0.0, -0.0, 0.5, np.nan, 2.0], seed)
 
 
-def case_nonfinite(split: int) -> Batch:
+def case_nonfinite(split: int) -> Call:
     """NaN, +inf or all -inf on one side of the shard boundary ``split`` only, and all -inf everywhere."""
     rng = np.random.default_rng(split)
     x = _normal(rng, 8)
@@ -111,7 +101,7 @@ def case_nonfinite(split: int) -> Batch:
     return _batch(x, [1.0, 1.0, 1.0, 0.7, 1.0, 1.0, 0.0, -1.0], split + 1)
 
 
-def case_ties(split: int) -> Batch:
+def case_ties(split: int) -> Call:
     """Equal maximal logits on both sides of the shard boundary ``split``: the lower global ID wins."""
     rng = np.random.default_rng(split + 100)
     x = np.clip(_normal(rng, 6), -30.0, 4.0)
@@ -126,7 +116,7 @@ def case_ties(split: int) -> Batch:
     return _batch(x, [0.0, 1.0, 0.0, 1.0, 0.25, 1.0], split + 2)
 
 
-def case_bf16(seed: int) -> Batch:
+def case_bf16(seed: int) -> Call:
     """bf16 logits, subnormals included (widened by bits on both sides)."""
     rng = np.random.default_rng(seed)
     bits = (rng.standard_normal((3, V)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
@@ -135,7 +125,7 @@ def case_bf16(seed: int) -> Batch:
     return _batch(bits, [1.0, 1.0, 0.0], seed, bf16=True)
 
 
-def case_tiny(v: int) -> Batch:
+def case_tiny(v: int) -> Call:
     """V < K: every row's first K include key-0 lanes and padding tiles (launch 2 sees many equal keys 0)."""
     rng = np.random.default_rng(v)
     x = (rng.standard_normal((5, v)) * 3.0).astype(np.float32)
@@ -160,7 +150,7 @@ class Job:
     name: str
     shards: list[tuple[int, int]]  # (vocab_offset, size) per rank
     tile: int = 32
-    batch: Batch | None = None
+    batch: Call | None = None
     checked: bool = True  # check_shards first, then propose with checked=True; False: propose checks itself
     merge_local: bool = False
     rows: list[int] | None = None  # per rank, for setup jobs (default 2)
@@ -233,11 +223,8 @@ def _run_job(job: Job, rank: int, world: int) -> dict[str, Any]:
             return {"error": type(e).__name__, "text": str(e)}
         return {"error": None}
     bt = job.batch
-    full = torch.from_numpy(bt.logits.view(np.int16)).view(torch.bfloat16) if bt.bf16 else torch.from_numpy(bt.logits)
-    x = full[:, offset : offset + size]
-    temp = torch.from_numpy(bt.temperature)
-    seed, rnd, pos = (torch.from_numpy(a.view(np.int64)) for a in (bt.seed, bt.round, bt.position))
-    args = (x, offset, bt.logits.shape[1], temp, seed, rnd, pos, bt.tau)
+    temp, seed, rnd, pos = bt.kernel_row_args("cpu")
+    args = (bt.torch_logits("cpu")[:, offset : offset + size], offset, bt.v, temp, seed, rnd, pos, bt.tau)
     try:
         if job.checked and job.name != "no_plan":
             pair.check_shards(*args, tile=job.tile)
@@ -363,7 +350,7 @@ PROPOSALS = [
 def test_pair_equals_reference(world: int, name: str) -> None:
     job = _job(world, name)
     assert job.batch is not None
-    want = job.batch.reference()
+    want = reference(job.batch)
     for rank, res in enumerate(run_world(world)):
         got = res[name]
         assert got["error"] is None, f"rank {rank}: {got['error']}: {got.get('text')}"
@@ -424,12 +411,8 @@ def kernels() -> Any:
     return pair, select
 
 
-def _torch_batch(bt: Batch) -> tuple[Any, ...]:
-    import torch
-
-    x = torch.from_numpy(bt.logits.view(np.int16)).view(torch.bfloat16) if bt.bf16 else torch.from_numpy(bt.logits)
-    keys = (torch.from_numpy(a.view(np.int64)) for a in (bt.seed, bt.round, bt.position))
-    return (x, torch.from_numpy(bt.temperature), *keys)
+def _torch_batch(bt: Call) -> tuple[Any, ...]:
+    return (bt.torch_logits("cpu"), *bt.kernel_row_args("cpu"))
 
 
 def _outputs(p: Any) -> dict[str, npt.NDArray[Any]]:
@@ -466,7 +449,7 @@ def test_packed_path_simulated(kernels: Any, sizes: list[int], tile: int, merge:
     cands = pair.merge_messages(torch.stack(msgs), b, tiles)
     assert cands.keys.shape == (b, len(sizes) * tiles, 32) and cands.flags.dtype == torch.int32
     got = _outputs(select.finalize(cands, temp, seed, rnd, pos, bt.tau))
-    want = bt.reference()
+    want = reference(bt)
     for f in FIELDS:
         assert_equal(got[f], want[f], f"{len(sizes)} shards {sizes}, tile {tile}, merge_local={merge}: {f}")
 
@@ -546,7 +529,7 @@ def test_world_of_one(world_of_one: Any, merge: bool) -> None:
     bt = case_ties(150)
     x, temp, seed, rnd, pos = _torch_batch(bt)
     got = _outputs(pair.propose_vocab_parallel(x, 0, V, temp, seed, rnd, pos, bt.tau, tile=64, merge_local=merge))
-    want = bt.reference()
+    want = reference(bt)
     for f in FIELDS:
         assert_equal(got[f], want[f], f"W = 1, merge_local={merge}: {f}")
 

@@ -28,8 +28,8 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make pp3 and tools importable
 
-from pp3.reference.expf import expf
-from tools.expf_oracle import boundary_distance, cr_expf, exp_mp
+from pp3.reference.exponential import expf
+from tests.oracles.expf import boundary_distance, cr_expf, exp_mp
 
 FIRST = 0x80000000  # -0.0
 LAST = 0xC2D00000  # -104.0

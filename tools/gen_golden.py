@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make pp3 and tools importable
 
-from pp3.reference import ACCEPT_SEMANTIC_ID, DEFAULT_TAU, SEMANTIC_ID, TICKETS, K, proposal_uniform, propose, verify
+from pp3.reference import ACCEPT_SEMANTIC_ID, DEFAULT_TAU, SEMANTIC_ID, TICKETS, K, proposal_uniform, propose
 from pp3.testing.call import FORMATS, AcceptCall
 from pp3.testing.drafts import (
     BROKEN_DRAFTS,
