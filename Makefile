@@ -92,3 +92,180 @@ test-py313: .venv-3.13/.stamp
 clean:
 	rm -rf $(VENV) .venv-3.12 .venv-3.13 build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
+
+# ---- GPU targets (device machine) ----
+# On the device machine: its system Python (GPU_PY) with torch and Triton, no .venv; run from the repository root,
+# e.g. `make verify-gpu props-gpu`, `make -j2 -O props-gpu bulk-gpu` (both at once, neither timed) or
+# `make gpu-session GPU_SESSION="gpu-env verify-gpu expf-gpu"`. Each step runs under `timeout` (the *_TIMEOUT
+# variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
+# live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
+# stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
+.PHONY: gpu-env verify-gpu bulk-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab bench-stages bench-drafter audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-session
+
+GPU_PY ?= python3
+OUT ?= results
+GPUCACHE = $(CURDIR)/.gpucache
+FI_SITE = $(GPUCACHE)/site
+# Why the bench has no FlashInfer row, written by flashinfer-gpu (absent once FlashInfer runs); bench-gpu and
+# bench-vocab pass it on as PP3_BENCH_NO_FLASHINFER / PP3_BENCH_FLASHINFER_NOTE.
+FI_NOTE = $(GPUCACHE)/flashinfer.note
+
+VERIFY_TIMEOUT ?= 300
+PTX_TIMEOUT ?= 300
+BULK_ROWS ?= 1000000
+BULK_SEED ?= 0
+BULK_TIMEOUT ?= 560
+PROPS_WORKERS ?= 6
+PROPS_TIMEOUT ?= 560
+EXPF_TIMEOUT ?= 200
+STATS_TIMEOUT ?= 500
+FI_TIMEOUT ?= 120
+BENCH_B ?= 1 2 4
+BENCH_D ?= 5 10
+BENCH_V ?= 163840
+BENCH_DTYPE ?= float32 bfloat16
+BENCH_TILES ?=
+BENCH_WARPS ?=
+BENCH_TIMEOUT ?= 420
+BENCHV_B ?= 1 4 64
+BENCHV_TIMEOUT ?= 200
+STAGES_TIMEOUT ?= 300
+DRAFTER_TIMEOUT ?= 300
+E2E_N ?= 1000000
+E2E_MUTANT_N ?= 100000
+E2E_TIMEOUT ?= 250
+PAIR_ARGS ?=
+PAIR_TIMEOUT ?= 530
+RANK_TIMEOUT ?= 470
+# The usual order: correctness first, then speed. Together they outlast one device command (10 minutes): pick steps.
+GPU_SESSION ?= gpu-env verify-gpu props-gpu expf-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab bench-stages \
+  bench-drafter audit-e2e-gpu
+
+GPU_TARGETS = gpu-env verify-gpu bulk-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab bench-stages \
+  bench-drafter audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-session
+$(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
+$(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
+$(GPU_TARGETS): export FLASHINFER_WORKSPACE_BASE := $(GPUCACHE)
+$(GPU_TARGETS): export TRITON_INTERPRET :=
+$(GPU_TARGETS): export PYTHONUNBUFFERED := 1
+# Every GPU step starts so: its output folder, and a header with the time.
+gpu_step = @mkdir -p $(OUT); echo "=== $@ ($$(date +%T))"
+# The FlashInfer note as the bench reads it.
+fi_note_env = if [ -f $(FI_NOTE) ]; then export PP3_BENCH_NO_FLASHINFER=1 PP3_BENCH_FLASHINFER_NOTE="$$(cat $(FI_NOTE))"; fi
+
+# Python and package versions, driver, GPUs: the environment stamp, with the GPU count and NCCL's version.
+gpu-env:
+	$(gpu_step)
+	timeout 30 nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+	timeout 60 $(GPU_PY) -c 'import json, torch; from pp3.testing.stamp import environment; \
+	  print(json.dumps({**environment(), "gpus": torch.cuda.device_count(), \
+	  "nccl": ".".join(map(str, torch.cuda.nccl.version()))}, indent=1))' | tee $(OUT)/env.json
+
+# The parity suites at full size (no bulk rows), then the PTX audit of every exact-path kernel as launched.
+verify-gpu:
+	$(gpu_step)
+	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3.audit.parity --full --bulk-rows 0 2>&1 | tee $(OUT)/verify.log | tail -8
+	timeout $(PTX_TIMEOUT) $(GPU_PY) -m pp3.kernels.ptx_audit --launched 2>&1 | tee $(OUT)/ptx_audit.log
+
+# BULK_ROWS random rows at V = 163840 with --bulk-seed BULK_SEED (the process pool's shutdown warnings dropped).
+bulk-gpu:
+	$(gpu_step)
+	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3.audit.parity --full --bulk-only --bulk-rows $(BULK_ROWS) \
+	  --bulk-seed $(BULK_SEED) 2>&1 | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
+	  | tee $(OUT)/bulk_$(BULK_SEED).log | tail -4
+
+# The kernel-facing property tests (parity, invariances), Hypothesis profile gpu, in PROPS_WORKERS processes.
+props-gpu:
+	$(gpu_step)
+	rc=0; HYPOTHESIS_PROFILE=gpu timeout $(PROPS_TIMEOUT) $(GPU_PY) -m pytest -v --durations=25 -p no:cacheprovider \
+	  -n $(PROPS_WORKERS) proptests/test_kernel_vs_reference.py proptests/test_invariance.py > $(OUT)/props.log 2>&1 \
+	  || rc=$$?; tail -25 $(OUT)/props.log; echo "proptests exit $$rc"; exit $$rc
+
+# The exhaustive device exponential: pp3.kernels.expf on every input of the sweep against the reference's bits.
+expf-gpu:
+	$(gpu_step)
+	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_exp.py --device cuda 2>&1 | tee $(OUT)/expf_audit.log | tail -4
+
+stats-gpu:
+	$(gpu_step)
+	timeout $(STATS_TIMEOUT) $(GPU_PY) -m stats --quick --device cuda --out $(OUT) 2>&1 | tee $(OUT)/stats.log \
+	  | tail -40
+
+# FlashInfer from the wheels carried in .whl/, installed into .gpucache/site, its JIT build warmed under a timeout
+# (a failure or a slow build costs this step only); FI_NOTE then says why the bench has no FlashInfer row.
+flashinfer-gpu:
+	$(gpu_step)
+	mkdir -p $(GPUCACHE); rm -f $(FI_NOTE); : > $(OUT)/flashinfer.log
+	if [ -d $(FI_SITE)/flashinfer ] || { ls .whl/*.whl > /dev/null 2>&1 && $(GPU_PY) -m pip install -q --no-index \
+	    --no-deps --no-compile --no-cache-dir --target $(FI_SITE) .whl/*.whl >> $(OUT)/flashinfer.log 2>&1; }; then \
+	  if timeout $(FI_TIMEOUT) $(GPU_PY) -m bench --warm-flashinfer >> $(OUT)/flashinfer.log 2>&1; then \
+	    echo "flashinfer ready"; \
+	  else \
+	    echo "flashinfer wheels installed but the warm-up failed or ran past its timeout:" \
+	      "$$(grep -v '^\s*$$' $(OUT)/flashinfer.log | tail -1 | cut -c1-300)" > $(FI_NOTE); \
+	  fi; \
+	else \
+	  echo "no flashinfer wheels could be installed (see flashinfer.log)" > $(FI_NOTE); \
+	fi
+	tail -3 $(OUT)/flashinfer.log; if [ -f $(FI_NOTE) ]; then echo "no FlashInfer row: $$(cat $(FI_NOTE))"; fi
+
+# The selector sweep at BENCH_V (python -m bench), into $(OUT)/bench.json, .md, .png.
+bench-gpu:
+	$(gpu_step)
+	$(fi_note_env); timeout $(BENCH_TIMEOUT) $(GPU_PY) -m bench --batch $(BENCH_B) --depth $(BENCH_D) \
+	  --vocab $(BENCH_V) --dtype $(BENCH_DTYPE) --tiles $(BENCH_TILES) --warps $(BENCH_WARPS) --replays 200 \
+	  --out $(OUT) 2>&1 | tee $(OUT)/bench.log | tail -30
+
+# The other vocabularies: fp32, depth 5, B = BENCHV_B, the main implementations only, into $(OUT)/vocab.
+bench-vocab:
+	$(gpu_step)
+	mkdir -p $(OUT)/vocab
+	$(fi_note_env); timeout $(BENCHV_TIMEOUT) $(GPU_PY) -m bench --vocab 32000 128256 151936 262144 \
+	  --batch $(BENCHV_B) --depth 5 --dtype float32 --replays 200 --out $(OUT)/vocab --impl "pp3 sampled" \
+	  "pp3 sampled, no PDL" "pp3 greedy (T0)" "pp3 launch 1 only" "pp3 launch 2 only" "torch argmax" \
+	  "torch topk+softmax+sample" flashinfer 2>&1 | tee $(OUT)/vocab/bench.log | tail -14
+
+# Per-stage latency of the selector's helpers, into $(OUT)/stages.json.
+bench-stages:
+	$(gpu_step)
+	timeout $(STAGES_TIMEOUT) $(GPU_PY) -m bench.stages --out $(OUT) 2>&1 | tee $(OUT)/stages.log | tail -30
+
+# The depth-5 draft loop and the Triton verifier (parity, latency), into $(OUT)/bench_drafter.json.
+bench-drafter:
+	$(gpu_step)
+	timeout $(DRAFTER_TIMEOUT) $(GPU_PY) -m bench.drafter --out $(OUT) 2>&1 | tee $(OUT)/bench_drafter.log | tail -20
+
+# The end-to-end losslessness audit with the drafter on the GPU and the Triton verifier.
+audit-e2e-gpu:
+	$(gpu_step)
+	DSPARK_SAMPLED_TOP32=1 timeout $(E2E_TIMEOUT) $(GPU_PY) -m pp3 audit-e2e --device cuda --verifier triton \
+	  --n $(E2E_N) --mutant-n $(E2E_MUTANT_N) 2>&1 | tee $(OUT)/e2e_gpu.log | tail -20
+
+# The GPU pair (device kind nvidia-h200-x2): topology, then python -m bench.pair (PAIR_ARGS, e.g. --quick or
+# --steps parity) into $(OUT)/pair.json. NVLink multicast off in every process; the ranks get RANK_TIMEOUT seconds,
+# the whole bench PAIR_TIMEOUT.
+bench-pair: export NCCL_NVLS_ENABLE := 0
+bench-pair: export TORCH_SYMM_MEM_DISABLE_MULTICAST := 1
+bench-pair: export NVSHMEM_DISABLE_NVLS := 1
+bench-pair:
+	$(gpu_step)
+	timeout 30 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+	timeout 30 nvidia-smi topo -m | tee $(OUT)/topo.txt
+	env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
+	timeout -k 10 $(PAIR_TIMEOUT) $(GPU_PY) -m bench.pair --out $(OUT) --timeout $(RANK_TIMEOUT) $(PAIR_ARGS) 2>&1 \
+	  | tee $(OUT)/pair.log | { grep -v -E '^\[rank [0-9]+ [0-9:]+\] \{' || true; } | tail -150
+
+# Nsight Compute on both launches of the selector (tools/ncu_profile.sh: stall reasons, instructions, cycles).
+ncu-gpu:
+	$(gpu_step)
+	OUT=$(OUT) bash tools/ncu_profile.sh
+
+# Everything under $(OUT) into one results_HHMMSS.tgz (the device tool brings back at most 8 files).
+gpu-pack:
+	cd $(OUT) && find . -mindepth 1 -maxdepth 1 ! -name '*.tgz' -printf '%P\n' \
+	  | tar czf results_$$(date +%H%M%S).tgz --remove-files -T - && ls -la
+
+# GPU_SESSION's steps in order, each run even if an earlier one failed, then gpu-pack; fails if any step failed.
+gpu-session:
+	rc=0; $(MAKE) --no-print-directory -k $(GPU_SESSION) || rc=$$?; $(MAKE) --no-print-directory gpu-pack; exit $$rc
+# ---- end of GPU targets ----

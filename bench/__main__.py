@@ -6,6 +6,7 @@ kernels are checked bit for bit against the NumPy reference on the same inputs: 
 kernels verified. Results: results/bench.json, BENCHMARKS.md tables (with device, driver, versions, commit).
 
     python -m bench [--quick] [--vocab 163840 ...] [--batch 1 2 4 ...] [--depth 5 10] [--replays 300]
+    python -m bench --warm-flashinfer     (make flashinfer-gpu: FlashInfer's first call, which builds its JIT)
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from pp3.testing.call import to_numpy
+from pp3.testing.compare import row_mismatch
 from pp3.testing.stamp import environment
 from pp3.testing.timing import time_graph
 
@@ -55,16 +58,15 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
             keys["round"].cpu().numpy().view(np.uint64),
             keys["pos"][d].cpu().numpy().view(np.uint64),
         )
-        for f in ("status", "token", "ids", "tickets"):
-            bad += int((getattr(got, f).cpu().numpy() != getattr(want, f)).reshape(x.shape[0], -1).any(axis=1).sum())
+        bad += int(row_mismatch(to_numpy(got), want).sum())
     return bad
 
 
-WARP_SWEEP: list[tuple[int, int]] = []
-
-
-def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
-    """name -> factory(depth buffers, keys) -> the step that runs the depth loop once."""
+def implementations(
+    tiles: list[int | None], warps: list[tuple[int, int]]
+) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
+    """name -> factory(depth buffers, keys) -> the step that runs the depth loop once; ``tiles`` and ``warps``
+    (launch 1, launch 2) add a row per fixed tile size and per warp pair."""
     import torch
 
     from pp3.kernels import LaunchConfig, finalize, propose, tile_candidates
@@ -147,7 +149,7 @@ def implementations(tiles: list[int | None]) -> dict[str, Callable[[list[Any], d
     out: dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]] = {}
     for t in tiles:
         out["pp3 sampled" + ("" if t is None else f" tile={t}")] = pp3_sampled(t)
-    for w1, w2 in WARP_SWEEP:
+    for w1, w2 in warps:
         out[f"pp3 sampled warps={w1},{w2}"] = pp3_warps(w1, w2)
     out.update(
         {
@@ -201,6 +203,20 @@ def flashinfer_impl() -> tuple[Callable[[list[Any], dict[str, Any]], Callable[[]
     return fi, "ok"
 
 
+def warm_flashinfer() -> int:
+    """The FlashInfer row's step once at V = 163840, B = 4 (its first call builds the JIT kernels): 0 if it ran."""
+    import torch
+
+    fi, note = flashinfer_impl()
+    if fi is None:
+        print(note)
+        return 1
+    fi([torch.randn(4, 163840, device="cuda")], {})()
+    torch.cuda.synchronize()
+    print(f"flashinfer {getattr(__import__('flashinfer'), '__version__', '?')} ok")
+    return 0
+
+
 def empty_floor(n_kernels: int, replays: int) -> dict[str, float]:
     import torch
 
@@ -232,14 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiles", type=int, nargs="*", default=[], help="extra fixed tile sizes to time (default: auto)")
     ap.add_argument("--out", default="results")
     ap.add_argument("--warps", nargs="*", default=[], help="launch-1,launch-2 warp pairs to sweep, e.g. 4,4 16,8")
+    ap.add_argument("--warm-flashinfer", action="store_true",
+                    help="run the FlashInfer row's call once (builds its JIT kernels) and exit: 0 if it ran")
     args = ap.parse_args(argv)
-    WARP_SWEEP[:] = [(int(a), int(b)) for a, b in (w.split(",") for w in args.warps)]
+    warps = [(int(a), int(b)) for a, b in (w.split(",") for w in args.warps)]
 
     import torch
 
     if not torch.cuda.is_available():
         print("bench: no CUDA GPU here; benchmarks run only on a GPU (see BENCHMARKS.md for recorded results)")
         return 0
+    if args.warm_flashinfer:
+        return warm_flashinfer()
     env = environment()
     print(json.dumps(env), flush=True)
     results: list[dict[str, Any]] = []
@@ -247,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     poisoned = False
     floor = {n: empty_floor(n, args.replays) for n in (5, 10, 20)}
     print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
-    impls = implementations([None, *args.tiles])
+    impls = implementations([None, *args.tiles], warps)
     fi, fi_note = flashinfer_impl()
     if fi is not None:
         version = getattr(__import__("flashinfer"), "__version__", "?")

@@ -1,16 +1,19 @@
 """``make bench-drafter``: the depth-5 draft loop captured in one CUDA graph at V = 163840 (greedy and sampled, 1 and 2
 vocabulary shards, B = 1, 8, 32), and the Triton verifier's bit parity with the reference and its latency (one CUDA
-graph) at V = 163840. Writes $OUT/bench_drafter.json (or ./bench_drafter.json), stamped.
+graph) at V = 163840. Writes DIR/bench_drafter.json (default $OUT, else results/), stamped.
 
-    python -m bench.drafter
+    python -m bench.drafter [--out DIR]     (GPU only; admits sampled drafting itself, DSPARK_SAMPLED_TOP32=1)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,15 +22,11 @@ import torch
 from pp3.drafter import SAMPLED_ENV, TPDrafter
 from pp3.kernels import verify as verify_dev
 from pp3.reference import verify as verify_ref
+from pp3.testing.call import to_numpy
+from pp3.testing.compare import row_mismatch
 from pp3.testing.markov import MarkovDrafter
 from pp3.testing.stamp import environment
-from pp3.testing.timing import cuda_graph, time_graph
-
-
-def _constant(fn: Callable[[], Any]) -> Callable[[int], Callable[[], Any]]:
-    """A ``time_graph`` builder that captures the same step for every input set."""
-    return lambda _set: fn
-
+from pp3.testing.timing import cuda_graph, time_calls
 
 V, RANK, DEPTH = 163840, 64, 5
 FIELDS = ("tokens", "status", "ids", "tickets")
@@ -59,7 +58,7 @@ def draft_latency() -> list[dict[str, Any]]:
 
             modes: dict[str, Callable[[], Any]] = {"greedy": greedy, "sampled": sampled}
             for mode, fn in modes.items():
-                stats = time_graph(_constant(fn), 1, 200)
+                stats = time_calls(fn, 200)
                 _, graphed = cuda_graph(fn)
                 eager = fn()
                 same = all(torch.equal(getattr(graphed, f), getattr(eager, f)) for f in FIELDS)
@@ -89,13 +88,12 @@ def verifier() -> list[dict[str, Any]]:
         first = time.perf_counter() - t0
         want = verify_ref(logits.cpu().numpy(), np.float32(temp), **draft.numpy(),
                           seed=seed.cpu().numpy().view(np.uint64), round=0, position=1)
-        parity = all(np.array_equal(getattr(got, f).cpu().numpy(), getattr(want, f))
-                     for f in ("status", "accepted", "tokens"))
+        parity = not row_mismatch(to_numpy(got), want).any()
 
         def run(a: tuple[Any, ...] = args) -> Any:
             return verify_dev(*a)
 
-        timing = time_graph(_constant(run), 1, 20)
+        timing = time_calls(run, 20)
         rows.append({"verify": "Triton, one program per row, one CUDA graph", "V": V, "depth": DEPTH, "B": b, "T": temp,
                      "parity": parity, "accepted": want.accepted.tolist()[:8], **timing,
                      "first_call_s": round(first, 1)})
@@ -103,12 +101,21 @@ def verifier() -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.drafter")
+    ap.add_argument("--out", default=os.environ.get("OUT") or "results")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench.drafter: needs a CUDA GPU")
+        return 0
     os.environ[SAMPLED_ENV] = "1"
-    out = {"environment": environment(), "draft": draft_latency(), "verify": verifier()}
-    with open(os.path.join(os.environ.get("OUT", "."), "bench_drafter.json"), "w") as f:
-        json.dump(out, f, indent=1)
+    doc = {"environment": environment(), "draft": draft_latency(), "verify": verifier()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_drafter.json").write_text(json.dumps(doc, indent=1))
+    print(f"wrote {out / 'bench_drafter.json'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,18 +1,16 @@
-"""The GPU pair (issue 6): parity and speed of the vocabulary-parallel selector ``pp3.pair`` on 2 GPUs.
+"""The GPU pair: parity and speed of the vocabulary-parallel selector ``pp3.pair`` on 2 GPUs (``make bench-pair``).
 
     python -m bench.pair [--quick] [--out DIR] [--parity-rows 1000] [--batch 1 2 4] [--depth 5] [--replays 200]
     TRITON_INTERPRET=1 python -m bench.pair --cpu     # plumbing check on CPU (gloo, tiny sizes, no speed claims)
 
-Launch: no torchrun. ``torch.multiprocessing`` spawns ``--world`` ranks (default 2) that meet over TCP on
-127.0.0.1 and talk NCCL, one GPU each. NVLink multicast stays off: ``NCCL_NVLS_ENABLE=0``,
-``TORCH_SYMM_MEM_DISABLE_MULTICAST=1`` and ``NVSHMEM_DISABLE_NVLS=1`` are forced in this process's environment
-(inherited by every rank) and again in each rank before NCCL starts.
+The ranks (``--world``, default 2) are processes of ``bench._ranks``: NCCL over 127.0.0.1, one GPU each, NVLink
+multicast off.
 
 1. **parity**: rows of V = 163840 (B from 1 to 64, fp32 and bf16, ~``--parity-rows`` rows; Gaussian rows mixed with
-   ties, masks, NaN, +inf, all -inf, one shard all -inf, and tied maxima on both sides of the shard boundary),
-   each rank's ``propose_vocab_parallel`` (per-tile and ``merge_local`` messages, an even and an uneven split, so
-   the padding path runs on the GPU) against ``pp3.reference.propose`` on the whole rows, bit for bit; the
-   single-GPU ``pp3.kernels.propose`` is checked on the same rows.
+   ties, masks, NaN, +inf, all -inf, one shard all -inf, tied maxima on both sides of the shard boundary, and the
+   bulk suite's hashed rows), each rank's ``propose_vocab_parallel`` (per-tile and ``merge_local`` messages, an even
+   and an uneven split, so the padding path runs on the GPU) against ``pp3.reference.propose`` on the whole rows,
+   bit for bit; the single-GPU ``pp3.kernels.propose`` is checked on the same rows.
 2. **speed**: the depth-D proposal (D positions, each on its own logits) at B = 1, 2, 4, in one CUDA graph per
    input set where capture works (else eager; the JSON says which and why), event-timed, median and spread per
    rank, for: ``pair`` (``propose_vocab_parallel(checked=True)``), ``pair merge_local``, ``staging`` (all_gather
@@ -23,40 +21,35 @@ Launch: no torchrun. ``torch.multiprocessing`` spawns ``--world`` ranks (default
 3. **link**: all_gather of 256 MiB per rank (time, per-rank GB/s, bus GB/s) and of 256 B to 8 KiB per rank
    (the selector's message sizes), eager and inside a CUDA graph (graphs of 1 and of D calls).
 
-Results: ``$OUT/pair.json`` (``--out``, else ``$OUT``, else ``results/``) with the environment (GPU, driver, CUDA,
-NCCL, torch, Triton, commit); a table on stdout. Each rank saves after every step and leaves through
-``os._exit`` (destroy_process_group has hung on this machine); the parent kills ranks still alive after
-``--timeout`` seconds. Wrap the whole command in ``timeout`` as well (``tools/pair_gpu.sh`` does).
+Results: ``$OUT/pair.json`` (``--out``, else ``$OUT``, else ``results/``): the environment stamp with the world
+size, NCCL's version and the multicast settings next to it, and every rank's results; a table on stdout. The parent
+kills ranks still alive after ``--timeout`` seconds; wrap the whole command in ``timeout`` as well (``make
+bench-pair`` does).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
-import platform
-import socket
-import statistics
-import subprocess
 import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-FIELDS = ("status", "token", "ids", "tickets")
+from bench._ranks import Rank, load, spawn
+from pp3.audit.suites import hashed_rows
+from pp3.reference import DEFAULT_TAU, Proposal
+from pp3.testing.call import FORMATS, Call, to_numpy
+from pp3.testing.compare import fields, row_mismatch, rows_per_field
+from pp3.testing.timing import summary, time_calls
+
+FIELDS = fields(Proposal)
 TEMP_POOL = np.array([1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0], dtype=np.float32)
-PG_TIMEOUT_S = 120  # a rank left alone in a collective fails after this instead of hanging
-
-
-def _no_multicast() -> None:
-    os.environ.update(NO_MULTICAST)
 
 
 # ---------------------------------------------------------------------------------------------------- inputs
@@ -102,6 +95,8 @@ def parity_batch(seed: int, b: int, v: int, bounds: list[int]) -> dict[str, Any]
             x[r, :s] = -np.inf  # the shards below the boundary all -inf
         elif k == 8:
             x[r, s:] = -np.inf
+        elif k == 9:
+            x[r] = hashed_rows(rng.integers(0, 1 << 32, size=1, dtype=np.uint64), v)[0]  # the bulk suite's rows
     return {
         "x": x,
         "temp": TEMP_POOL[rng.integers(len(TEMP_POOL), size=b)],
@@ -109,148 +104,55 @@ def parity_batch(seed: int, b: int, v: int, bounds: list[int]) -> dict[str, Any]
     }
 
 
-# ---------------------------------------------------------------------------------------------------- a rank
-
-
-class Rank:
-    """One rank's state: its device, its results (saved after every step) and a log with its rank in front."""
-
-    def __init__(self, rank: int, world: int, args: argparse.Namespace, outdir: Path) -> None:
-        import torch
-
-        self.rank, self.world, self.args, self.outdir = rank, world, args, outdir
-        self.cuda = not args.cpu
-        self.dev = torch.device("cuda", rank) if self.cuda else torch.device("cpu")
-        self.res: dict[str, Any] = {"rank": rank, "errors": []}
-
-    def log(self, msg: str) -> None:
-        print(f"[rank {self.rank} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-    def save(self) -> None:
-        path = self.outdir / f"pair_rank{self.rank}.json"
-        path.write_text(json.dumps(self.res, indent=1, default=str))
-
-    def sync(self) -> None:
-        import torch
-
-        if self.cuda:
-            torch.cuda.synchronize(self.dev)
-
-    def barrier(self) -> None:
-        import torch.distributed as dist
-
-        self.sync()
-        if self.cuda:
-            dist.barrier(device_ids=[self.rank])
-        else:
-            dist.barrier()
-
-    def gather(self, inp: Any) -> Any:
-        """all_gather of a 1-D tensor into [W, n] (the form NCCL and gloo both take)."""
-        import torch
-        import torch.distributed as dist
-
-        out = torch.empty(self.world * inp.numel(), dtype=inp.dtype, device=inp.device)
-        (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(out, inp)
-        return out.view(self.world, inp.numel())
-
-
-def env_info(ctx: Rank) -> dict[str, Any]:
-    import torch
-    import triton
-
-    def sh(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
-        except Exception as e:  # metadata never fails the run
-            return f"unavailable ({e.__class__.__name__})"
-
-    info: dict[str, Any] = {
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "commit": os.environ.get("PP3_COMMIT") or sh(["git", "rev-parse", "--short", "HEAD"]) or "unknown",
-        "dirty": bool(sh(["git", "status", "--porcelain", "--untracked-files=no"])),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "world": ctx.world,
-        "env": {k: os.environ.get(k) for k in (*NO_MULTICAST, "NCCL_DEBUG", "NCCL_PROTO", "NCCL_ALGO")},
-    }
-    if ctx.cuda:
-        info |= {
-            "gpu": torch.cuda.get_device_name(ctx.dev),
-            "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).splitlines()[:1],
-            "cuda": torch.version.cuda,
-            "nccl": ".".join(str(p) for p in torch.cuda.nccl.version()),  # type: ignore[no-untyped-call]
-        }
-    return info
-
-
-def _to_device(ctx: Rank, data: dict[str, Any], dtype: Any) -> tuple[Any, Any, list[Any], Any]:
-    """(full rows on the device in ``dtype``, temperature, [seed, round, position], rows for the reference)."""
+def parity_call(data: dict[str, Any], dtype: str) -> Call:
+    """The batch as a selector call of format ``dtype`` (bfloat16: the fp32 rows rounded by torch, to nearest)."""
     import torch
 
-    import pp3.reference as ref
-
-    x = torch.from_numpy(data["x"]).to(dtype)
-    if dtype == torch.bfloat16:
-        xr = ref.bf16_bits_to_float32(x.view(torch.int16).numpy().view(np.uint16))
+    x = data["x"]
+    if dtype == "bfloat16":
+        fmt, bits = FORMATS["bf16"], torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
     else:
-        xr = x.numpy()
-    keys = [torch.from_numpy(k.view(np.int64).copy()).to(ctx.dev) for k in data["keys"]]
-    return x.to(ctx.dev), torch.from_numpy(data["temp"]).to(ctx.dev), keys, xr
-
-
-def _mismatches(got: Any, want: Any) -> tuple[dict[str, int], list[int]]:
-    """Mismatching rows per field, and the first few mismatching row indices (any field)."""
-    out, bad = {}, np.zeros(want.status.shape[0], dtype=bool)
-    for f in FIELDS:
-        a, b = getattr(got, f).cpu().numpy(), getattr(want, f)
-        rows = (a != b).reshape(a.shape[0], -1).any(axis=1)
-        out[f] = int(rows.sum())
-        bad |= rows
-    return out, [int(r) for r in np.flatnonzero(bad)[:4]]
+        fmt, bits = FORMATS["fp32"], x.view(np.uint32)
+    seed, rnd, pos = (tuple(int(k) for k in keys) for keys in data["keys"])
+    return Call(fmt, bits, data["temp"], seed, rnd, pos, DEFAULT_TAU, None, True, name=dtype)
 
 
 def step_parity(ctx: Rank) -> None:
     """Pair (both message forms, even and uneven splits) and single GPU == the NumPy reference, bit for bit."""
-    import torch
-
-    import pp3.reference as ref
     from pp3 import pair
-    from pp3.kernels import propose
 
     a = ctx.args
     v, tile = a.vocab, a.tile
     splits = {name: shard_sizes(v, ctx.world, name == "uneven", tile) for name in ("even", "uneven")}
     bounds = sorted({o for sizes in splits.values() for o in offsets(sizes)[1:]})
     batches = [1, 2, 3, 4, 5, 8, 16, 31, 32, 33, 64] if not a.cpu else [1, 3]
-    dtypes = [torch.float32, torch.bfloat16]
     table: dict[str, dict[str, int]] = {}
     first: list[dict[str, Any]] = []
     rows, i, t0 = 0, 0, time.perf_counter()
     while rows < a.parity_rows:
-        b, dtype = batches[i % len(batches)], dtypes[(i // len(batches)) % 2]
-        data = parity_batch(1000 + i, b, v, bounds)
-        x, temp, (seed, rnd, pos), xr = _to_device(ctx, data, dtype)
-        want = ref.propose(xr, data["temp"], *data["keys"])
-        results = {"single GPU": propose(x, temp, seed, rnd, pos)}  # the kernels' own tile choice
+        b, dtype = batches[i % len(batches)], ("float32", "bfloat16")[(i // len(batches)) % 2]
+        call = parity_call(parity_batch(1000 + i, b, v, bounds), dtype)
+        want = call.run_reference()
+        x = call.torch_logits(ctx.dev)
+        temp, seed, rnd, pos = call.kernel_row_args(ctx.dev)
+        results = {"single GPU": call.run_kernel(ctx.dev)}  # the kernels' own tile choice
         for sname, sizes in splits.items():
             off, size = offsets(sizes)[ctx.rank], sizes[ctx.rank]
             shard = x[:, off : off + size].contiguous()
             pair.check_shards(shard, off, v, temp, seed, rnd, pos, group=None, tile=tile)
             for merge in (False, True):
-                results[f"pair {sname}{' merge_local' if merge else ''}"] = pair.propose_vocab_parallel(
+                results[f"pair {sname}{' merge_local' if merge else ''}"] = to_numpy(pair.propose_vocab_parallel(
                     shard, off, v, temp, seed, rnd, pos, tile=tile, checked=True, merge_local=merge
-                )
+                ))
         for name, got in results.items():
-            mism, bad_rows = _mismatches(got, want)
-            key = f"{name} {str(dtype).removeprefix('torch.')}"
+            mism = rows_per_field(got, want)
+            key = f"{name} {dtype}"
             acc = table.setdefault(key, {"rows": 0} | dict.fromkeys(FIELDS, 0))
             acc["rows"] += b
             for f in FIELDS:
                 acc[f] += mism[f]
             if any(mism.values()) and len(first) < 4:
+                bad_rows = [int(r) for r in np.flatnonzero(row_mismatch(got, want))[:4]]
                 first.append(
                     {
                         "impl": key,
@@ -258,7 +160,8 @@ def step_parity(ctx: Rank) -> None:
                         "B": b,
                         "mismatching_rows": mism,
                         "rows": bad_rows,
-                        "replay": f"parity_batch({1000 + i}, {b}, {v}, {bounds}) in {dtype}, rows {bad_rows}",
+                        "replay": f"parity_call(parity_batch({1000 + i}, {b}, {v}, {bounds}), {dtype!r}), "
+                        f"rows {bad_rows}",
                     }
                 )
         rows += b
@@ -279,78 +182,67 @@ def step_parity(ctx: Rank) -> None:
 # ---------------------------------------------------------------------------------------------------- timing
 
 
-def _capture(ctx: Rank, step: Callable[[], Any], stream: Any) -> tuple[Any, str]:
-    """A CUDA graph of ``step``, or None and why not. One attempt: a retry after a capture that failed past a
-    collective could leave this rank's NCCL op order out of step with the other ranks'.
+def _graphs(ctx: Rank, steps: list[Callable[[], Any]], stream: Any, collective: bool) -> tuple[list[Any] | None, str]:
+    """One CUDA graph per step, or None and why not. With ``collective`` every rank captures, and the graphs are
+    used only if capture worked on every rank (one eager all_reduce decides), so the ranks replay the same
+    collectives.
 
-    Default mode thread_local: in global mode a CUDA call from another thread (the NCCL watchdog polls events)
-    can invalidate the capture.
+    Not ``pp3.testing.timing``: it captures in CUDA's global mode, where a CUDA call from another thread of a rank
+    (the NCCL watchdog polls events) can invalidate the capture; here the mode is ``--capture-mode`` (default
+    thread_local). One attempt per step: a retry after a capture that failed past a collective could leave this
+    rank's NCCL op order out of step with the other ranks'.
     """
     import torch
+    import torch.distributed as dist
 
     mode = ctx.args.capture_mode
-    g = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(g, stream=stream, capture_error_mode=mode):
-            step()
-    except Exception as e:
-        torch.cuda.synchronize(ctx.dev)
-        first = str(e).splitlines()[0] if str(e) else ""
-        return None, f"{mode} capture: {e.__class__.__name__}: {first}"
-    return g, f"{mode} capture"
-
-
-def _stats(us: list[float]) -> dict[str, float]:
-    us = sorted(us)
-    return {"median_us": statistics.median(us), "p10_us": us[len(us) // 10], "p90_us": us[(9 * len(us)) // 10]}
+    graphs: list[Any] = []
+    why = f"{mode} capture"
+    for step in steps:
+        g = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g, stream=stream, capture_error_mode=mode):
+                step()
+        except Exception as e:
+            torch.cuda.synchronize(ctx.dev)
+            why = f"{mode} capture: {e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            break
+        graphs.append(g)
+    ok = len(graphs) == len(steps)
+    if collective:
+        flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=ctx.dev)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        if ok and not flag.item():
+            return None, "capture failed on another rank"
+        ok = bool(flag.item())
+    return (graphs if ok else None), why
 
 
 def time_impl(
     ctx: Rank, build: Callable[[int], Callable[[], Any]], n_sets: int, collective: bool, graph: bool
 ) -> dict[str, Any]:
-    """Median and spread of one call of the step (per input set, round robin), in a CUDA graph if ``graph``.
-
-    With ``collective`` every rank captures, and the graphs are used only if capture worked on every rank (one
-    eager all_reduce decides), so the ranks replay the same collectives.
-    """
+    """Median and spread (``pp3.testing.timing.summary``) of one call of the step (per input set, round robin), in
+    a CUDA graph if ``graph`` and capture works (``_graphs``), each replay bracketed by CUDA events. On the CPU
+    (the plumbing check): eager, wall clock (``pp3.testing.timing.time_calls``)."""
     import torch
-    import torch.distributed as dist
 
     replays = ctx.args.replays
     steps = [build(s) for s in range(n_sets)]
-    if not ctx.cuda:  # the CPU plumbing check: eager, wall clock
-        for s in steps:
-            s()
-        us = []
-        for i in range(replays):
-            t = time.perf_counter()
-            steps[i % n_sets]()
-            us.append(1e6 * (time.perf_counter() - t))
-        return {"mode": "eager (cpu)", **_stats(us)}
+    if not ctx.cuda:
+        turn = itertools.count()
+        return {"mode": "eager (cpu)", **time_calls(lambda: steps[next(turn) % n_sets](), replays, graph=False)}
     stream = torch.cuda.Stream(ctx.dev)  # type: ignore[no-untyped-call]
     with torch.cuda.stream(stream):
-        for s in steps:  # warm-up outside capture: Triton compiles, NCCL connects, caches fill
+        for step in steps:  # warm-up outside capture: Triton compiles, NCCL connects, caches fill
             for _ in range(3):
-                s()
+                step()
     ctx.sync()
     mode, why = "eager", "graph not requested"
     runs: list[Callable[[], Any]] = list(steps)
     if graph:
-        captured: list[tuple[Any, str]] = []
-        for s in steps:
-            captured.append(_capture(ctx, s, stream))
-            if captured[-1][0] is None:
-                break
-        ok = len(captured) == n_sets and all(g is not None for g, _ in captured)
-        if collective:
-            flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=ctx.dev)
-            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-            ok = bool(flag.item())
-        if ok:
-            runs = [g.replay for g, _ in captured]
-            mode, why = "graph", captured[0][1]
-        else:
-            why = "; ".join(sorted({w for g, w in captured if g is None})) or "capture failed on another rank"
+        graphs, why = _graphs(ctx, steps, stream, collective)
+        if graphs is not None:
+            mode, runs = "graph", [g.replay for g in graphs]
     ctx.sync()
     for i in range(min(20, replays)):
         runs[i % n_sets]()
@@ -362,7 +254,7 @@ def time_impl(
         ends[i].record()
     ctx.sync()
     us = [1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
-    return {"mode": mode, "capture": why, **_stats(us)}
+    return {"mode": mode, "capture": why, **summary(us)}
 
 
 def step_speed(ctx: Rank) -> None:
@@ -416,7 +308,7 @@ def speed_case(ctx: Rank, dtype: Any, b: int, vr: int) -> list[dict[str, Any]]:
         for s in range(n_sets):
             for d in range(depth):
                 got, want = pair_at(s, d, merge), propose(fulls[s][d], temp, seed, rnd, pos[d])
-                if any(not torch.equal(getattr(got, f), getattr(want, f)) for f in FIELDS):
+                if row_mismatch(to_numpy(got), to_numpy(want)).any():
                     raise AssertionError(f"speed inputs: pair (merge_local={merge}) != single GPU at B={b}, {dtype}")
 
     def pair_build(s: int, merge: bool) -> Callable[[], None]:
@@ -520,76 +412,12 @@ def step_link(ctx: Rank) -> None:
     out["small"] = small
 
 
-# ---------------------------------------------------------------------------------------------------- workers
-
-
-def worker(rank: int, world: int, port: int, args: argparse.Namespace, outdir: str) -> None:
-    """One rank: NCCL (or gloo with --cpu) over 127.0.0.1, the steps, a save after each, then os._exit."""
-    _no_multicast()
-    code = 0
-    ctx = Rank(rank, world, args, Path(outdir))
-    try:
-        import torch
-        import torch.distributed as dist
-
-        if ctx.cuda:
-            torch.cuda.set_device(ctx.dev)
-        device_kw: dict[str, Any] = {"device_id": ctx.dev} if ctx.cuda else {}
-        dist.init_process_group(
-            "nccl" if ctx.cuda else "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world,
-            timeout=timedelta(seconds=PG_TIMEOUT_S),
-            **device_kw,
-        )
-        ctx.res["env"] = env_info(ctx)
-        ctx.save()
-        for name, step in (("parity", step_parity), ("speed", step_speed), ("link", step_link)):
-            if name not in args.steps:
-                continue
-            t0 = time.perf_counter()
-            ctx.log(f"{name} ...")
-            try:
-                step(ctx)
-            except Exception:
-                ctx.res["errors"].append({"step": name, "traceback": traceback.format_exc()})
-                ctx.log(f"{name} FAILED:\n{traceback.format_exc()}")
-                code = 1
-                ctx.save()
-                break  # the other rank may be waiting in a collective of this step: stop, do not deadlock later
-            ctx.res.setdefault("seconds", {})[name] = time.perf_counter() - t0
-            ctx.save()
-        if code == 0:
-            ctx.barrier()
-            # destroy_process_group has hung on this machine: let a watchdog end the process if it does.
-            threading.Timer(20.0, os._exit, (code,)).start()
-            dist.destroy_process_group()
-    except BaseException:
-        ctx.res["errors"].append({"step": "setup", "traceback": traceback.format_exc()})
-        ctx.log(f"FAILED:\n{traceback.format_exc()}")
-        code = 1
-    finally:
-        ctx.save()
-        ctx.log(f"exit {code}")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # ---------------------------------------------------------------------------------------------------- report
 
 
 def render(merged: dict[str, Any]) -> str:
-    lines = []
-    env = merged.get("env", {})
-    lines.append(f"env: {json.dumps(env)}")
+    stamp = {k: merged.get(k) for k in ("environment", "world", "nccl", "env")}
+    lines = [f"stamp: {json.dumps(stamp)}"]
     par = merged.get("parity")
     if par:
         lines.append(f"\nparity: V={par['V']}, tile={par['tile']}, splits {par['splits']} (rank 0; every rank below)")
@@ -601,16 +429,15 @@ def render(merged: dict[str, Any]) -> str:
     speed = merged.get("speed", [])
     if speed:
         lines.append("\nspeed: depth-D proposal, µs per replay (median, p10-p90), slowest rank; ratio to single GPU")
-        head = (
-            f"{'impl':<18}{'dtype':<10}{'B':>3}{'D':>3}{'mode':>8}{'median':>10}{'p10-p90':>18}{'ratio':>7}{'msg B':>9}"
-        )
+        head = (f"{'impl':<18}{'dtype':<10}{'B':>3}{'D':>3}{'mode':>12}{'median':>10}{'p10-p90':>18}{'ratio':>7}"
+                f"{'msg B':>9}")
         lines += [head, "-" * len(head)]
         single = {(r["dtype"], r["B"], r["mode"]): r["median_us"] for r in speed if r["impl"] == "single GPU"}
         for r in speed:
             base = single.get((r["dtype"], r["B"], r["mode"]))
             ratio = f"{r['median_us'] / base:.2f}" if base else "-"
             lines.append(
-                f"{r['impl']:<18}{r['dtype']:<10}{r['B']:>3}{r['depth']:>3}{r['mode']:>8}{r['median_us']:>10.1f}"
+                f"{r['impl']:<18}{r['dtype']:<10}{r['B']:>3}{r['depth']:>3}{r['mode']:>12}{r['median_us']:>10.1f}"
                 f"{r['p10_us']:>9.1f}-{r['p90_us']:<8.1f}{ratio:>7}{r['message_bytes_per_rank']:>9}"
             )
         notes = sorted({f"{r['impl']}: {r.get('capture')}" for r in speed if r["mode"] != "graph" and r.get("capture")})
@@ -633,14 +460,10 @@ def render(merged: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def merge(outdir: Path, world: int) -> dict[str, Any]:
-    ranks = []
-    for r in range(world):
-        p = outdir / f"pair_rank{r}.json"
-        missing = {"errors": [{"step": "start", "traceback": f"{p} was not written"}]}
-        ranks.append(json.loads(p.read_text()) if p.exists() else missing)
+def merge(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One document of every rank's results: rank 0's stamp, parity and link; per speed row, the slowest rank."""
     speed = []
-    for row in ranks[0].get("speed", []):  # per row, the slowest rank (the pair is as fast as its slower half)
+    for row in ranks[0].get("speed", []):  # the pair is as fast as its slower half
         peers = [
             q
             for rk in ranks
@@ -650,8 +473,8 @@ def merge(outdir: Path, world: int) -> dict[str, Any]:
         worst = max(peers, key=lambda q: q["median_us"])
         speed.append(worst | {"median_us_by_rank": [q["median_us"] for q in peers]})
     return {
-        "env": ranks[0].get("env", {}),
-        "env_by_rank": [rk.get("env") for rk in ranks],
+        **{k: ranks[0].get(k) for k in ("environment", "world", "nccl", "env")},
+        "environment_by_rank": [rk.get("environment") for rk in ranks],
         "parity": ranks[0].get("parity"),
         "parity_by_rank": [rk.get("parity") for rk in ranks],
         "speed": speed,
@@ -659,6 +482,9 @@ def merge(outdir: Path, world: int) -> dict[str, Any]:
         "link_by_rank": [rk.get("link") for rk in ranks],
         "errors_by_rank": [rk.get("errors", []) for rk in ranks],
     }
+
+
+STEPS = (("parity", step_parity), ("speed", step_speed), ("link", step_link))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -678,10 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu", action="store_true", help="plumbing check: gloo on CPU, tiny sizes (TRITON_INTERPRET=1)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    _no_multicast()
 
     import torch
-    import torch.multiprocessing as tmp
 
     if args.quick:
         args.parity_rows, args.batch, args.dtype, args.replays = 100, [1], ["float32"], 50
@@ -696,39 +520,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.pair: needs {args.world} CUDA GPUs, found {n}; nothing run (--cpu checks the plumbing)")
         return 0
     if args.tile is None:
-        from pp3.kernels.config import MAX_TILE as DEFAULT_TILE
+        from pp3.kernels.config import MAX_TILE
 
-        args.tile = DEFAULT_TILE
+        args.tile = MAX_TILE
     outdir = Path(args.out or os.environ.get("OUT") or "results")
     outdir.mkdir(parents=True, exist_ok=True)
-    for r in range(args.world):
-        (outdir / f"pair_rank{r}.json").unlink(missing_ok=True)
     print(
         f"bench.pair: {args.world} ranks, V={args.vocab}, tile={args.tile}, steps {args.steps}, out {outdir}",
         flush=True,
     )
-    ctx = tmp.start_processes(  # type: ignore[attr-defined, no-untyped-call]
-        worker,
-        args=(args.world, _free_port(), args, str(outdir)),
-        nprocs=args.world,
-        join=False,
-        start_method="spawn",
-    )
-    deadline = time.monotonic() + args.timeout
-    status = "ok"
-    try:
-        while not ctx.join(timeout=max(0.1, deadline - time.monotonic()), grace_period=10.0):
-            if time.monotonic() >= deadline:
-                status = f"timeout: ranks still alive after {args.timeout:.0f} s were killed"
-                break
-    except Exception as e:  # a rank exited non-zero; its traceback is in its JSON
-        status = f"a rank failed: {e}"
-    finally:
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-    merged = merge(outdir, args.world) | {"status": status, "args": vars(args)}
+    status = spawn("pair", [(n, step) for n, step in STEPS if n in args.steps], args, outdir)
+    merged = merge(load("pair", outdir, args.world)) | {"status": status, "args": vars(args)}
     (outdir / "pair.json").write_text(json.dumps(merged, indent=1, default=str))
     print(render(merged))
     print(f"\nstatus: {status}; wrote {outdir / 'pair.json'}", flush=True)

@@ -27,10 +27,14 @@ def markdown(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
     out: list[str] = []
     for i, r in enumerate(runs):
         floor = ", ".join(f"{n} kernels {v['median_us']:.1f} µs" for n, v in r["floor"].items())
+        # The stamp (pp3.testing.stamp) nests the versions under "packages"; the bench.json files of
+        # docs/gpu-runs carry them at the top level.
+        versions = r.get("packages") or r
+        commit = f"commit {r.get('commit')}{' (dirty)' if r.get('dirty') else ''}"
         out.append(
-            f"Run {i} (`{r['file']}`): {r['gpu']}, driver {r['driver']}, CUDA {r['cuda']}, torch {r['torch']}, "
-            f"Triton {r['triton']}, Python {r['python']}, {r['date']}. Empty-kernel graph floor: {floor}. "
-            f"FlashInfer: {r['flashinfer']}."
+            f"Run {i} (`{r['file']}`): {r['gpu']}, driver {r['driver']}, CUDA {r['cuda']}, "
+            f"torch {versions.get('torch')}, Triton {versions.get('triton')}, Python {r['python']}, {commit}, "
+            f"{r['date']}. Empty-kernel graph floor: {floor}. FlashInfer: {r['flashinfer']}."
         )
         out.append("")
     table: dict[tuple[int, str, int, int], dict[str, float]] = defaultdict(dict)

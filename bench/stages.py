@@ -3,7 +3,9 @@
 Each stage runs in one program (as launch 2 does for a row at B = 1), 10 launches per CUDA graph, event-timed;
 the empty kernel gives the node floor. Stage time ≈ (graph time - empty graph time) / 10.
 
-    python -m bench.stages [--replays 200]     (GPU only)
+    python -m bench.stages [--replays 200] [--out DIR]     (GPU only; make bench-stages)
+
+Writes DIR/stages.json (default $OUT, else results/): the environment stamp and every stage's times.
 
 Stages: ``load`` (the candidate load alone), ``top_k`` (load + the sort-free top-32 of NC candidates),
 ``top_k_rounds`` (load + the 32-round fallback), ``expf`` (32 exponentials), ``tickets`` (slot ranking by ID,
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import triton
@@ -91,12 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replays", type=int, default=200)
     ap.add_argument("--nc", type=int, nargs="+", default=[1024, 2048, 4096])
     ap.add_argument("--warps", type=int, nargs="+", default=[4, 8])
+    ap.add_argument("--out", default=os.environ.get("OUT") or "results")
     args = ap.parse_args(argv)
 
     import torch
 
     from bench._empty import empty_kernel
     from pp3.kernels import propose, select, tile_candidates
+    from pp3.testing.stamp import environment
     from pp3.testing.timing import time_graph
 
     if not torch.cuda.is_available():
@@ -160,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     timed("launch 1 (V=163840, auto tile)", lambda: tile_candidates(x))
     timed("launch 2 (V=163840)", lambda: select.finalize(cands, temp, keys3[:1], keys3[1:2], keys3[2:3]))
     timed("propose (V=163840)", lambda: propose(x, temp, keys3[:1], keys3[1:2], keys3[2:3]))
-    print(json.dumps(results))
+    path = Path(args.out) / "stages.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"environment": environment(), "replays": args.replays, "stages": results}, indent=1))
+    print(f"wrote {path}")
     return 0
 
 

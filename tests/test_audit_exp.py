@@ -1,5 +1,5 @@
 """tools/audit_exp.py and its oracles: the boundary distance is exact, the audit passes the reference and reports
-a planted bug."""
+a planted bug, and the device audit compares the kernels' bits with the reference's."""
 
 from __future__ import annotations
 
@@ -89,3 +89,36 @@ def test_limit_mode_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert audit_exp.main(["--limit", "200000", "--workers", "1"]) == 0
     text = capsys.readouterr().out
     assert "reference misrounded: 0" in text and "runtime:" in text
+
+
+
+def _kernel_device() -> object:
+    """Where the kernels run here: the CUDA GPU, else the CPU under TRITON_INTERPRET=1 (else the test skips)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU")
+    from pp3.testing.call import default_device
+
+    return default_device()
+
+
+@pytest.mark.interpreter
+def test_device_audit_compares_the_kernel_with_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device cuda's comparison, here on the interpreter where there is no GPU: the kernels' expf gives the
+    reference's bits on a slice, and a planted bug in the reference shows up as differences."""
+    bits = np.concatenate([audit_exp.task_bits((0xC2CF0000, 0xC2CF0000 + 8192, 1)),
+                           np.array(audit_exp.SPECIALS, dtype=np.uint32)])
+    got = audit_exp.device_bits(bits, _kernel_device())
+    assert audit_exp.differences(bits, got, audit_exp.reference_bits(bits)) == (0, [])
+    monkeypatch.setattr(audit_exp, "expf", expf_final_rounding_in_fp32)
+    count, first = audit_exp.differences(bits, got, audit_exp.reference_bits(bits))
+    assert count > 0 and first and all(g != w for _, g, w in first)
+
+
+@pytest.mark.interpreter
+def test_device_audit_sample_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert audit_exp.device_audit(3000, 1, _kernel_device()) == 0
+    assert "device expf differs from the reference: 0" in capsys.readouterr().out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import Any
 
@@ -79,8 +80,8 @@ def test_missing_optional_package_is_named_before_any_work(monkeypatch: pytest.M
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """--plot without matplotlib: one line naming the extra, before the audit runs (it would take minutes)."""
     monkeypatch.setenv(SAMPLED_ENV, "1")
-    real = cli.importlib.util.find_spec
-    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real(name))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real(name))
     assert cli.main(["audit-e2e", "--plot", "x.png"]) == 2
     err = capsys.readouterr().err.strip()
     assert "matplotlib" in err and "pip install" in err and len(err.splitlines()) == 1

@@ -62,3 +62,13 @@ def test_numpy_only_parts_import_neither_torch_nor_triton() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.strip() == "[]", out
+
+
+def test_the_stamp_names_this_checkouts_commit() -> None:
+    from pp3.testing.stamp import environment
+
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    env = environment()
+    assert env["commit"] == head.strip() and isinstance(env["dirty"], bool) and env["source"] == str(ROOT), env

@@ -1,16 +1,24 @@
-"""Exhaustive audit of SPEC.md §6: pp3.reference.expf against the correctly rounded binary32 e^z.
+"""Exhaustive audits of SPEC.md §6's exponential: the reference against the correctly rounded binary32 e^z
+(``--device cpu``, the default), or the kernels' device exponential against the reference's bits (``--device cuda``).
 
-Run: python tools/audit_exp.py            (make audit-exp; every fp32 z in [-104, -0.0] plus specials, a few minutes)
-     python tools/audit_exp.py --limit N  (N evenly spaced inputs of that range plus the specials, seconds)
+Run: python tools/audit_exp.py               (make audit-exp; every fp32 z in [-104, -0.0] plus specials, minutes)
+     python tools/audit_exp.py --limit N     (N evenly spaced inputs of that range plus the specials, seconds)
+     python tools/audit_exp.py --device cuda (make expf-gpu; pp3.kernels.expf on the same inputs, ~20 s on an H200)
 
-Every negative fp32 bit pattern from 0x80000000 (-0.0) to 0xC2D00000 (-104.0) inclusive, plus +0.0, -inf and a few
-z < -104, is evaluated with the reference (E1-E9) and with an oracle, fl32(exp(fl64(z))) with NumPy's fp64 exp
-(--oracle libm uses Python's math.exp, i.e. the C library's, ~8x slower). An input is referred to mpmath (200 bits)
-when the oracle's fp64 value lies within 8 fp64 ulps of a binary32 rounding boundary or when the oracle and the
+Inputs: every negative fp32 bit pattern from 0x80000000 (-0.0) to 0xC2D00000 (-104.0) inclusive, plus +0.0, -inf and
+a few z < -104.
+
+``--device cpu`` evaluates each with the reference (E1-E9) and with an oracle, fl32(exp(fl64(z))) with NumPy's fp64
+exp (--oracle libm uses Python's math.exp, i.e. the C library's, ~8x slower). An input is referred to mpmath (200
+bits) when the oracle's fp64 value lies within 8 fp64 ulps of a binary32 rounding boundary or when the oracle and the
 reference disagree; mpmath then decides. An fp64 exp that errs by less than ~7 ulps cannot hide a misrounded input:
 if the reference's y2 lies on the wrong side of a boundary, e^z lies within ~1 fp64 ulp of it.
 
-Exit status 1 if any input is misrounded (the first few are printed in hex), 0 otherwise.
+``--device cuda`` runs ``pp3.kernels.expf`` on the GPU while a process pool computes the reference's bits of the next
+inputs, and compares bit for bit.
+
+Exit status 1 if any input is misrounded (cpu) or differs from the reference (cuda), the first few printed in hex;
+0 otherwise.
 """
 
 from __future__ import annotations
@@ -18,10 +26,12 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing as mp
+import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -121,19 +131,79 @@ def audit_bits(bits: npt.NDArray[np.uint32], oracle: str) -> Tally:
     return tally
 
 
-def _task(args: tuple[int, int, int, str]) -> Tally:
-    start, stop, step, oracle = args
-    bits = np.arange(start, stop, step, dtype=np.uint64).astype(np.uint32)
-    return audit_bits(bits, oracle)
+Task = tuple[int, int, int]  # start, stop, step of a range of fp32 bit patterns
 
 
-def _tasks(limit: int | None, oracle: str) -> list[tuple[int, int, int, str]]:
-    total = LAST - FIRST + 1
-    if limit is None:
-        return [(s, min(s + TASK, LAST + 1), 1, oracle) for s in range(FIRST, LAST + 1, TASK)]
-    step = max(1, total // max(1, limit))
-    per_task = TASK * step
-    return [(s, min(s + per_task, LAST + 1), step, oracle) for s in range(FIRST, LAST + 1, per_task)]
+def task_bits(task: Task) -> npt.NDArray[np.uint32]:
+    return np.arange(*task, dtype=np.uint64).astype(np.uint32)
+
+
+def _task(args: tuple[Task, str]) -> Tally:
+    task, oracle = args
+    return audit_bits(task_bits(task), oracle)
+
+
+def _tasks(limit: int | None) -> list[Task]:
+    """The sweep in tasks of at most TASK patterns; with ``limit``, ~limit evenly spaced patterns."""
+    step = 1 if limit is None else max(1, (LAST - FIRST + 1) // max(1, limit))
+    return [(s, min(s + TASK * step, LAST + 1), step) for s in range(FIRST, LAST + 1, TASK * step)]
+
+
+# ------------------------------------------------------------------------------------------------ device audit
+
+
+def reference_bits(bits: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+    """The reference's expf of the fp32 inputs with these bit patterns, as bits."""
+    parts = [expf(bits[lo : lo + CHUNK].view(np.float32)).view(np.uint32) for lo in range(0, bits.size, CHUNK)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
+
+
+def _reference_task(task: Task) -> npt.NDArray[np.uint32]:
+    return reference_bits(task_bits(task))
+
+
+def device_bits(bits: npt.NDArray[np.uint32], device: Any) -> npt.NDArray[np.uint32]:
+    """``pp3.kernels.expf`` on ``device`` of the fp32 inputs with these bit patterns, as bits."""
+    import torch
+
+    from pp3.kernels import expf as kernel_expf
+
+    z = torch.from_numpy(bits.view(np.int32).copy()).to(device).view(torch.float32)
+    return np.asarray(kernel_expf(z).view(torch.int32).cpu().numpy().view(np.uint32))
+
+
+def differences(
+    bits: npt.NDArray[np.uint32], got: npt.NDArray[np.uint32], want: npt.NDArray[np.uint32], first: int = 10
+) -> tuple[int, list[tuple[int, int, int]]]:
+    """How many inputs differ, and (z, got, want) bits of the first ``first`` of them."""
+    bad = np.flatnonzero(got != want)
+    return int(bad.size), [(int(bits[i]), int(got[i]), int(want[i])) for i in bad[:first]]
+
+
+def device_audit(limit: int | None, workers: int, dev: Any) -> int:
+    """``--device cuda``: pp3.kernels.expf on ``dev`` against the reference's bits, every input of the sweep."""
+    t0 = time.perf_counter()
+    tasks = _tasks(limit)
+    print(f"audit-exp: device {dev}, {'full sweep' if limit is None else f'sample of ~{limit}'}, {len(tasks)} tasks, "
+          f"{workers} reference workers", flush=True)
+    specials = np.array(SPECIALS, dtype=np.uint32)
+    count, first = differences(specials, device_bits(specials, dev), reference_bits(specials))
+    inputs = specials.size
+    # spawn, not fork: this process may hold a CUDA context.
+    with mp.get_context("spawn").Pool(workers) as pool:
+        for done, (task, want) in enumerate(zip(tasks, pool.imap(_reference_task, tasks), strict=True), start=1):
+            bits = task_bits(task)
+            n, some = differences(bits, device_bits(bits, dev), want)
+            count, inputs = count + n, inputs + bits.size
+            first += some[: max(0, 10 - len(first))]
+            print(f"  [{done:3d}/{len(tasks)}] inputs {inputs:>13,}  differ {count}  {time.perf_counter() - t0:7.1f} s",
+                  flush=True)
+    print(f"inputs: {inputs:,}")
+    print(f"device expf differs from the reference: {count:,}")
+    print(f"runtime: {time.perf_counter() - t0:.1f} s")
+    for z, g, w in first:
+        print(f"DIFFERS z = {_fmt(z)}: device 0x{g:08X}, reference 0x{w:08X}")
+    return 1 if count else 0
 
 
 def _fmt(bits: int) -> str:
@@ -159,14 +229,26 @@ def write_worst(path: Path, referred: list[Referred]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cpu: the reference against correct rounding; cuda: pp3.kernels.expf against the reference")
     ap.add_argument("--limit", type=int, default=None, help="audit only ~N evenly spaced inputs (quick sample)")
-    ap.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    ap.add_argument("--workers", type=int, default=max(2, (os.cpu_count() or 2) - 2),
+                    help="processes (default: the CPU count less 2, at least 2)")
     ap.add_argument("--oracle", choices=("numpy", "libm"), default="numpy", help="fp64 exp used as the first oracle")
     ap.add_argument("--worst-out", type=Path, default=None, help="write the hard cases (referred inputs) here")
     args = ap.parse_args(argv)
+    if args.device == "cuda":
+        if args.worst_out is not None or args.oracle != "numpy":
+            ap.error("--worst-out and --oracle belong to --device cpu")
+        import torch
+
+        if not torch.cuda.is_available():
+            print("audit-exp --device cuda: no CUDA GPU here")
+            return 2
+        return device_audit(args.limit, args.workers, torch.device("cuda"))
 
     t0 = time.perf_counter()
-    tasks = _tasks(args.limit, args.oracle)
+    tasks = _tasks(args.limit)
     total = Tally()
     mode = "full sweep" if args.limit is None else f"sample of ~{args.limit}"
     print(f"audit-exp: {mode}, fp32 z in [-104, -0.0] (0x{FIRST:08X}..0x{LAST:08X}) + {len(SPECIALS)} specials, "
@@ -179,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
     absorb(audit_bits(np.array(SPECIALS, dtype=np.uint32), args.oracle))
     with mp.Pool(args.workers) as pool:
-        for done, t in enumerate(pool.imap_unordered(_task, tasks), start=1):
+        for done, t in enumerate(pool.imap_unordered(_task, [(t, args.oracle) for t in tasks]), start=1):
             absorb(t)
             mis = sum(r.ref_bits != r.cr_bits for r in total.referred)
             print(f"  [{done:3d}/{len(tasks)}] inputs {total.inputs:>13,}  referred {len(total.referred):>6,}  "

@@ -13,6 +13,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -334,7 +335,7 @@ def accept_case(
 
 def sampled_draft(key: int, b: int, d: int, v: int, temp: Sequence[float] | float, seed: Sequence[int],
                   rnd: int, pos: Sequence[int], tau: float = 1.0
-                  ) -> tuple[npt.NDArray[np.float32], dict[str, npt.NDArray[np.generic]]]:
+                  ) -> tuple[npt.NDArray[np.float32], dict[str, npt.NDArray[Any]]]:
     """Target logits [B, D+1, V] and the reference selector's proposals from drafter logits near them."""
     target = logits_like(key, b * (d + 1), v, 2.0).reshape(b, d + 1, v)
     noise = logits_like(key + 1, b * d, v, 1.0).reshape(b, d, v)

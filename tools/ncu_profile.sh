@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Where a selector launch spends its time, by Nsight Compute: warp stall reasons, issue rate, instruction mix, for
 # launch 1 (tile candidates) and launch 2 (finalize) at V=163840, fp32, B=1 and B=4 (bench/NOTES.md uses it).
-# usage (device tool, nvidia-h200): bash tools/ncu_profile.sh    (logs in $OUT/ncu_*.txt; ~1 minute)
+# usage (device machine, nvidia-h200): make ncu-gpu    (logs in $OUT/ncu_*.txt; ~1 minute)
 set -u
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PP3_PDL=0
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-results}"
 mkdir -p "$OUT"
 cat > /tmp/ncu_target.py <<'PY'
 import sys
 import torch
-from pp3.kernels import propose
+from pp3.kernels import LaunchConfig, propose
 b = int(sys.argv[1])
 g = torch.Generator(device="cuda").manual_seed(5)
 xs = [torch.randn((b, 163840), generator=g, device="cuda") * 4.0 for _ in range(6)]
 t = torch.ones(b, device="cuda")
 for i, x in enumerate(xs):  # the first 4 positions compile and warm up; ncu profiles the last 2 (4 launches)
-    propose(x, t, 1, 2, 100 + i)
+    propose(x, t, 1, 2, 100 + i, launch=LaunchConfig(pdl=False))  # PDL off, as in bench/NOTES.md
 torch.cuda.synchronize()
 PY
 # Per issued instruction, how many warps were stalled for each reason (the cycles a launch spends, by cause).

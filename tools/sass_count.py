@@ -3,7 +3,7 @@
 On the H200 the selector is latency-bound (bench/NOTES.md): a launch costs about 2 ns per SASS instruction on its
 straight-line fast path, so this count is the cheapest proxy for speed, with no device time spent.
 
-    python tools/sass_count.py [--warps 8 8] [--tile 4096] [--nc 2048]
+    python tools/sass_count.py [--warps 8 8] [--tile 4096] [--nc 2048]     (defaults: pp3.kernels.config)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from pp3.kernels import _common, _select
-from pp3.kernels.config import EXACT, FINALIZE_CAP, tile_cap
+from pp3.kernels.config import DEFAULT_LAUNCH, EXACT, FINALIZE_CAP, MAX_TILE, tile_cap
 from pp3.kernels.ptx_audit import FINALIZE_SIG, TILE_SIG
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -42,8 +42,8 @@ def sass_stats(fn: object, sig: dict[str, str], consts: dict[str, object], warps
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--warps", type=int, nargs=2, default=[8, 8])
-    ap.add_argument("--tile", type=int, default=4096)
+    ap.add_argument("--warps", type=int, nargs=2, default=list(DEFAULT_LAUNCH.warps))
+    ap.add_argument("--tile", type=int, default=MAX_TILE)
     ap.add_argument("--nc", type=int, default=2048)
     a = ap.parse_args()
     t = sass_stats(

@@ -4,6 +4,7 @@ nothing heavy; the GPU is named only if torch is already imported."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
@@ -31,15 +32,26 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def source_digest() -> str:
+    """A digest of the pp3 package's own files as they are on disk (the code that runs, whatever git says)."""
+    pkg = Path(__file__).resolve().parents[1]
+    h = hashlib.blake2b(digest_size=12)
+    for f in sorted(p for p in pkg.rglob("*") if p.is_file() and p.suffix in (".py", ".jsonl", ".kat", ".wc")):
+        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def _source() -> dict[str, Any]:
-    """The commit of the pp3 source that runs (PP3_COMMIT wins: a copied tree may carry a stale .git), and whether
-    its tracked files differ from that commit; both None for an installed copy outside a git checkout."""
-    here = Path(__file__).resolve().parent.parent  # the folder that holds the pp3 package
+    """The commit of the pp3 source that runs (PP3_COMMIT wins: a copied tree may carry a stale .git), whether its
+    tracked files differ from that commit (both None for an installed copy outside a git checkout), and the digest
+    of the package's files, which names the code even where the commit cannot."""
+    here = Path(__file__).resolve().parents[2]  # the folder that holds the pp3 package
     top = _run(["git", "rev-parse", "--show-toplevel"], here)
     checkout = top is not None and Path(top).resolve() == here  # not, say, a venv inside some other repository
     commit = os.environ.get("PP3_COMMIT") or (_run(["git", "rev-parse", "HEAD"], here) if checkout else None)
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], here) if checkout else None
-    return {"commit": commit, "dirty": None if status is None else bool(status), "source": str(here)}
+    return {"commit": commit, "dirty": None if status is None else bool(status), "source": str(here),
+            "source_digest": source_digest()}
 
 
 def _device() -> dict[str, Any]:
