@@ -35,7 +35,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from pp3.kernels.config import SECOND_CANDIDATE_TILES, auto_tile
-from pp3.reference import DEFAULT_TAU
+from pp3.reference import DEFAULT_TAU, propose
 from pp3.testing.call import (
     FLT_MAX,
     FLT_MIN,
@@ -44,6 +44,7 @@ from pp3.testing.call import (
     TAU_EDGES,
     U64_EDGES,
     U64_MAX,
+    AcceptCall,
     Call,
     Fmt,
     fp32,
@@ -335,6 +336,50 @@ def sharded_cases(draw: st.DrawFn, /, **kw: Any) -> tuple[Call, tuple[int, ...]]
     if cuts and tie:
         case = plant_tie_at(case, draw(st.sampled_from(cuts)))
     return case, cuts
+
+
+# ----------------------------------------------------------------------------------------------- the verifier
+
+
+@st.composite
+def accept_calls(draw: st.DrawFn, *, max_v: int = 48, max_b: int = 3, max_d: int = 3) -> AcceptCall:
+    """A whole verifier call (SPEC.md §11.2): target rows of any format from ``logit_rows`` (ties, masks, NaN, +inf),
+    drafts that the reference selector proposed from drafter rows near them (so most drafts are valid and some are
+    accepted), then, per row, sometimes a failed draft (truncation), a point-mass (greedy) draft, a drafted token the
+    target forbids, or a broken draft (BAD_DRAFT); temperatures of every class; uint64-extreme keys."""
+    fmt = FORMATS[draw(st.sampled_from(FORMAT_NAMES))]
+    v = draw(st.one_of(st.sampled_from((1, 2, 31, 32, 33)), st.integers(1, max_v)))
+    b = draw(st.integers(1, max_b))
+    d = draw(st.integers(1, max_d))
+    rows = np.stack([draw(logit_rows(fmt, v, 32)) for _ in range(b * (d + 1))]).reshape(b, d + 1, v)
+    temps = np.array([draw(temperatures()) for _ in range(b)], dtype=np.float32)
+    seed, rnd, pos = (np.array([draw(uint64s()) for _ in range(b)], dtype=np.uint64) for _ in range(3))
+    # The drafter: the target's rows (widened) plus small dyadic noise, with tau drawn; its real proposals.
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x32 = fmt.widen(rows[:, :d]).astype(np.float32)
+    with np.errstate(all="ignore"):
+        drafter = np.where(np.isfinite(x32), x32 + rng.integers(-4, 5, size=x32.shape) / 4, x32).astype(np.float32)
+    props = [propose(drafter[:, j], temps, seed, rnd, pos + np.uint64(j), draw(taus())) for j in range(d)]
+    tok = np.stack([p.token for p in props], 1)
+    dst = np.stack([p.status for p in props], 1)
+    ids = np.stack([p.ids for p in props], 1)
+    tix = np.stack([p.tickets for p in props], 1)
+    for r in range(b):
+        j = draw(st.integers(0, d - 1))
+        what = draw(st.sampled_from(("none", "none", "none", "failed", "greedy", "forbidden", "ticket", "id")))
+        if what == "failed":  # a failed draft: the round is truncated there
+            dst[r, j] = draw(st.integers(1, 4))
+        elif what == "greedy":  # the greedy path's point mass on some token
+            tok[r, j] = draw(st.integers(0, v - 1))
+            ids[r, j], tix[r, j] = -1, 0
+            ids[r, j, 0], tix[r, j, 0], dst[r, j] = tok[r, j], 1 << 24, 0
+        elif what == "forbidden" and dst[r, j] == 0:  # the target gives the drafted token -inf
+            rows[r, j, tok[r, j]] = fmt.neg_inf
+        elif what == "ticket" and dst[r, j] == 0:  # tickets that do not sum to 2^24
+            tix[r, j, 0] += 1
+        elif what == "id" and dst[r, j] == 0:  # a slot ID outside 0 .. V-1
+            ids[r, j, int((ids[r, j] >= 0).sum()) - 1] = v
+    return AcceptCall(fmt, rows, temps, tok, dst, ids, tix, seed, rnd, pos)
 
 
 # ------------------------------------------------------------------------------- one row, for the reference oracle

@@ -1,5 +1,6 @@
-"""The comparison catches planted bugs: each mutant of the reference (a plausible misreading of SPEC.md) must
-disagree with the kernels on a fixed small batch, and the unmutated reference must agree with them exactly.
+"""The comparison catches planted bugs: each mutant of the reference (a plausible misreading of SPEC.md, from
+``pp3.testing.mutants``) must disagree with the kernels on a fixed small batch, and the unmutated reference must agree
+with them exactly: the selector's and the verifier's.
 
 The kernels run once (module fixture); each mutant only re-runs the NumPy reference, so this file is quick.
 """
@@ -9,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pp3.reference import Proposal
+from pp3.reference import Proposal, Verdict
 from pp3.testing import mutants
 from pp3.testing.call import U64_MAX, Call, make_case
 from pp3.testing.compare import count_mismatches
+from pp3.testing.golden import load_accept_golden
 
 pytestmark = [
     pytest.mark.interpreter,  # without a GPU, the kernels run through TRITON_INTERPRET=1
@@ -58,3 +60,27 @@ def test_unmutated_reference_agrees(kernel: Proposal) -> None:
 def test_mutant_is_caught(kernel: Proposal, mutant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(*mutants.mutant(mutant).target_and_replacement())
     assert mismatches(kernel) > 0, f"the comparison missed the planted bug {mutant}"
+
+
+# ---------------------------------------------------------------------------------------------------- the verifier
+
+# Golden calls of the verifier with sampled rows, rejections, the bonus and both Lemire rejection paths.
+ACCEPT_FIXED = [c.call for c in load_accept_golden() if c.name in (
+    "sampled_rounds", "greedy_drafts_sampled_target", "acceptance_word_rejected", "residual_word_rejected")]
+ACCEPT_MUTANTS = ("domain-collision", "residual-unnormalized", "q-from-greedy")
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> list[Verdict]:
+    return [c.run_kernel() for c in ACCEPT_FIXED]
+
+
+def test_unmutated_verifier_reference_agrees(verdicts: list[Verdict]) -> None:
+    assert sum(count_mismatches(v, c.run_reference()) for v, c in zip(verdicts, ACCEPT_FIXED, strict=True)) == 0
+
+
+@pytest.mark.parametrize("mutant", ACCEPT_MUTANTS)
+def test_verifier_mutant_is_caught(verdicts: list[Verdict], mutant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(*mutants.mutant(mutant).target_and_replacement())
+    bad = sum(count_mismatches(v, c.run_reference()) for v, c in zip(verdicts, ACCEPT_FIXED, strict=True))
+    assert bad > 0, f"the comparison missed the planted bug {mutant}"

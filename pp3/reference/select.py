@@ -93,16 +93,7 @@ def propose(
             z = (d / tau32).astype(np.float32)  # §5.2, fp32 IEEE division
         e = expf(z)  # §5.3
 
-        # §5.4: slots in ascending ID order; non-members become empty slots after the members.
-        slot_ids = np.full((rows.size, K), EMPTY_ID, dtype=np.int64)
-        slot_w = np.zeros((rows.size, K), dtype=np.float64)
-        sort_ids = np.where(member, ranked, np.iinfo(np.int64).max)
-        perm = np.argsort(sort_ids, axis=1, kind="stable")
-        sorted_member = np.take_along_axis(member, perm, axis=1)
-        slot_ids[:, :n_take] = np.where(sorted_member, np.take_along_axis(ranked, perm, axis=1), EMPTY_ID)
-        slot_w[:, :n_take] = np.where(sorted_member, np.take_along_axis(e, perm, axis=1).astype(np.float64), 0.0)
-        rank0_slot = np.argmax(slot_ids == ranked[:, :1], axis=1)
-
+        slot_ids, slot_w, rank0_slot = tickets.place_slots(ranked, member, e)  # §5.4
         counts = tickets.allocate(slot_w, rank0_slot)  # §5.4-5.6
 
         u = philox.proposal_uniform(seed64[rows], round64[rows], pos64[rows])  # §8

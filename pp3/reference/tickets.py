@@ -1,13 +1,29 @@
-"""SPEC.md §5 steps 4-6 (normalisation, floor counts, remainder) and §8 (the draw from tickets)."""
+"""SPEC.md §5.4-5.6 (slot placement, normalisation, floor counts, remainder) and §8 (the draw from tickets)."""
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference._constants import TICKETS
+from pp3.reference._constants import EMPTY_ID, TICKETS, K
 
 _SCALE = np.float64(TICKETS)  # 2^24: the product w * 2^24 is exact
+
+
+def place_slots(
+    ranked: npt.NDArray[np.int64], member: npt.NDArray[np.bool_], e: npt.NDArray[np.float32]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """§5.4: the K slots in ascending ID order — members first (ID, exact fp64 weight), then empty slots (-1, 0) —
+    from the entries in rank order (``ranked`` [N, n] IDs, ``member`` [N, n], ``e`` [N, n] fp32 weights); and the
+    slot of rank 0."""
+    rows, n = ranked.shape
+    slot_ids = np.full((rows, K), EMPTY_ID, dtype=np.int64)
+    slot_w = np.zeros((rows, K), dtype=np.float64)
+    perm = np.argsort(np.where(member, ranked, np.iinfo(np.int64).max), axis=1, kind="stable")
+    sorted_member = np.take_along_axis(member, perm, axis=1)
+    slot_ids[:, :n] = np.where(sorted_member, np.take_along_axis(ranked, perm, axis=1), EMPTY_ID)
+    slot_w[:, :n] = np.where(sorted_member, np.take_along_axis(e, perm, axis=1).astype(np.float64), 0.0)
+    return slot_ids, slot_w, np.argmax(slot_ids == ranked[:, :1], axis=1)
 
 
 def pairwise_sum(w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import DEFAULT_TAU, K, Proposal, Verdict, bf16_bits_to_float32, propose, verify
+from pp3.reference import DEFAULT_TAU, K, Proposal, Verdict, accept, bf16_bits_to_float32, select
 
 
 def fp32(x: float) -> float:
@@ -216,8 +216,9 @@ class Call:
         return torch.from_numpy(self.temperature.copy()).to(device), seed, rnd, pos
 
     def run_reference(self) -> Proposal:
-        """``pp3.reference.propose`` on this call."""
-        return propose(self.reference_logits(), self.temperature.copy(), *self.seeds(), self.tau)
+        """``pp3.reference.propose`` on this call (looked up at each call, so that a planted bug is seen)."""
+        out: Proposal = select.propose(self.reference_logits(), self.temperature.copy(), *self.seeds(), self.tau)
+        return out
 
     def run_kernel(self, device: Any = None, **launch: Any) -> Proposal:
         """The Triton selector on this call (``propose_sharded`` over ``cuts`` if any; column views, not copies) on
@@ -347,13 +348,30 @@ class AcceptCall:
             tile=tile,
         )
 
+    @property
+    def b(self) -> int:
+        return int(self.bits.shape[0])
+
+    def take(self, rows: Sequence[int]) -> AcceptCall:
+        """The sub-batch (or permutation) of ``rows``, every per-row input carried along."""
+        idx = [int(r) for r in rows]
+        per_row = ("bits", "temperature", "draft_tokens", "draft_status", "draft_ids", "draft_tickets", "seed",
+                   "round", "position")
+        return dataclasses.replace(self, **{f: getattr(self, f)[idx].copy() for f in per_row})
+
+    def replace(self, **changes: Any) -> AcceptCall:
+        return dataclasses.replace(self, **changes)
+
     def draft(self) -> dict[str, npt.NDArray[Any]]:
         return {f: getattr(self, f) for f in ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")}
 
     def run_reference(self) -> Verdict:
-        """``pp3.reference.verify`` on this call (bf16 widened from its bits)."""
+        """``pp3.reference.verify`` on this call (bf16 widened from its bits; looked up at each call, so that a planted
+        bug is seen)."""
         x = self.fmt.widen(self.bits) if self.fmt.name != "fp16" else self.bits.view(np.float16)
-        return verify(x, self.temperature, **self.draft(), seed=self.seed, round=self.round, position=self.position)
+        out: Verdict = accept.verify(target_logits=x, target_temperature=self.temperature, **self.draft(),
+                                     seed=self.seed, round=self.round, position=self.position)
+        return out
 
     def run_kernel(self, device: Any = None) -> Verdict:
         """The Triton verifier on this call (every argument a tensor on ``device``); the result as NumPy arrays."""
