@@ -1,8 +1,8 @@
 """Launcher of the Triton verifier: ``verify`` mirrors ``pp3.reference.verify`` (SPEC.md §11) on torch tensors.
 
-Every argument is checked here once (``_args``), before the launch and without reading device memory, so a
-verification can be captured in a CUDA graph with the draft. One program per request row walks the vocabulary in
-tiles.
+Every argument is checked here once (``_args``), before the launches and without reading device memory, so a
+verification can be captured in a CUDA graph with the draft. Six launches over the target rows' tiles
+(``_accept.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 import triton
 
 from pp3.kernels import _accept, _args
-from pp3.kernels.config import EXACT, VERIFY_TILE
+from pp3.kernels.config import EXACT, MAX_VERIFY_TILES, VERIFY_TILE
 from pp3.kernels.select import exp_constants
 from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, K
 
@@ -29,10 +29,18 @@ class Verdict:
 
 
 def _verify_tile(tile: Any, v: int) -> int:
-    """The verifier's tile: ``None`` (VERIFY_TILE) or a power of two >= 2 (clipped to the padded row)."""
-    t = VERIFY_TILE if tile is None else _args.integer("tile", tile, 2, 1 << 16)
-    if t & (t - 1):
-        raise ValueError(f"tile: expected a power of two >= 2, got {tile!r}")
+    """The verifier's tile: ``None`` (VERIFY_TILE, doubled until the row has at most MAX_VERIFY_TILES tiles) or a
+    power of two >= 2, clipped to the padded row."""
+    if tile is None:
+        t = VERIFY_TILE
+        while triton.cdiv(v, t) > MAX_VERIFY_TILES:
+            t *= 2
+    else:
+        t = _args.integer("tile", tile, 2, 1 << 16)
+        if t & (t - 1):
+            raise ValueError(f"tile: expected a power of two >= 2, got {tile!r}")
+        if triton.cdiv(v, t) > MAX_VERIFY_TILES:
+            raise ValueError(f"tile: {t} splits V = {v} into more than {MAX_VERIFY_TILES} tiles; use a larger tile")
     return min(t, triton.next_power_of_2(v))
 
 
@@ -53,6 +61,7 @@ def verify(
 
     ``target_logits`` [B, D+1, V] fp32/fp16/bf16; drafts as ``pp3.drafter.Draft`` holds them (int32 tokens, int8
     statuses, int32 slots); ``seed``/``round``/``position`` int64 tensors of uint64 bits (or ints / sequences).
+    Six launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph.
     """
     x = _args.logits("target_logits", target_logits, dims=3)
     b, d1, v = x.shape
@@ -64,41 +73,45 @@ def verify(
     ids = _args.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)
     tix = _args.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)
     keys = _args.row_keys(target_temperature, seed, round, position, b, dev)
-    nt = max(2, triton.next_power_of_2(triton.cdiv(v, tile)))
+    n_tiles = triton.cdiv(v, tile)
+    ntp = max(2, triton.next_power_of_2(n_tiles))
+    rows = b * d1
+    flags = torch.empty((rows, n_tiles), dtype=torch.int32, device=dev)
+    best = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
+    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)
+    counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
+    state = torch.empty((b, 2), dtype=torch.int32, device=dev)
+    residual = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     status = torch.empty(b, dtype=torch.int8, device=dev)
     accepted = torch.empty(b, dtype=torch.int32, device=dev)
     tokens = torch.empty((b, d1), dtype=torch.int32, device=dev)
-    _accept._verify_kernel[(b,)](
-        # inputs: the target's logits and temperature, the draft, the keys
-        x.view(_args.RAW[x.dtype]),
-        x.stride(0),
-        x.stride(1),
-        v,
-        keys.temperature,
-        tok,
-        dst,
-        ids,
-        tix,
-        keys.seed,
-        keys.round,
-        keys.position,
-        exp_constants(dev),
-        DOMAIN_ACCEPT,
-        DOMAIN_RESIDUAL,
-        # outputs
-        status,
-        accepted,
-        tokens,
-        # compile-time
-        D=d,
-        DP=max(2, triton.next_power_of_2(d1)),
-        K=K,
-        KIND=_args.KIND[x.dtype],
-        TILE=tile,
-        TILE_LOG=tile.bit_length() - 1,
-        NT=nt,
-        NT_LOG=nt.bit_length() - 1,
-        **EXACT,
+    consts = exp_constants(dev)
+    raw = x.view(_args.RAW[x.dtype])
+    row = (raw, x.stride(0), x.stride(1), v, n_tiles)  # the target logits and their tiles
+    kind = _args.KIND[x.dtype]
+    dp = max(2, triton.next_power_of_2(d1))
+    ntp_log = ntp.bit_length() - 1
+    _accept._verify_tiles_kernel[(rows * n_tiles,)](*row, flags, best, D=d, KIND=kind, TILE=tile, **EXACT)
+    _accept._verify_sums_kernel[(rows * n_tiles,)](
+        *row, flags, best, keys.temperature, consts, sums,
+        D=d, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, NTP=ntp, **EXACT,
+    )
+    _accept._verify_counts_kernel[(rows * n_tiles,)](
+        *row, flags, best, keys.temperature, consts, sums, counts,
+        D=d, KIND=kind, TILE=tile, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+    )
+    _accept._verify_rows_kernel[(b,)](
+        *row, flags, best, sums, counts, keys.temperature, tok, dst, ids, tix, keys.seed, keys.round, keys.position,
+        consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
+        D=d, DP=dp, K=K, KIND=kind, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+    )
+    draws = (*row, flags, best, sums, counts, keys.temperature, dst, ids, tix)
+    _accept._verify_residual_kernel[(b * n_tiles,)](
+        *draws, consts, state, residual, D=d, DP=dp, K=K, KIND=kind, TILE=tile, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+    )
+    _accept._verify_draw_kernel[(b * n_tiles,)](
+        *draws, keys.seed, keys.round, keys.position, consts, DOMAIN_RESIDUAL, state, residual, tokens,
+        D=d, DP=dp, K=K, KIND=kind, TILE=tile, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
     )
     return Verdict(status=status, accepted=accepted, tokens=tokens)
 

@@ -39,11 +39,37 @@ FINALIZE_SIG = {
     "round_ptr": "*i64", "pos_ptr": "*i64", "tau": "fp32", "c_ptr": "*fp64", "domain": "i64", "status_ptr": "*i8",
     "token_ptr": "*i32", "ids_ptr": "*i32", "tickets_ptr": "*i32", "scratch_ptr": "*i64",
 }
-VERIFY_SIG = {
-    "x_ptr": "*i32", "stride_b": "i64", "stride_j": "i64", "v": "i32", "temp_ptr": "*fp32", "tok_ptr": "*i32",
-    "dst_ptr": "*i8", "ids_ptr": "*i32", "tix_ptr": "*i32", "seed_ptr": "*i64", "round_ptr": "*i64",
-    "pos_ptr": "*i64", "c_ptr": "*fp64", "dom_acc": "i64", "dom_res": "i64", "status_ptr": "*i8", "acc_ptr": "*i32",
-    "out_ptr": "*i32",
+_ROW = {"x_ptr": "*i32", "stride_b": "i64", "stride_j": "i64", "v": "i32", "n_tiles": "i32"}
+_PARTS = {"flags_ptr": "*i32", "keys_ptr": "*i64"}
+_TOTALS = {"sums_ptr": "*fp64", "counts_ptr": "*i64"}
+_DRAFT = {"dst_ptr": "*i8", "ids_ptr": "*i32", "tix_ptr": "*i32"}
+_KEYS = {"seed_ptr": "*i64", "round_ptr": "*i64", "pos_ptr": "*i64"}
+# The verifier's six launches (_accept.py): signature, and which of its compile-time sizes it takes.
+VERIFY_SIGS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+    "_verify_tiles_kernel": (_ROW | _PARTS, ("D", "KIND", "TILE")),
+    "_verify_sums_kernel": (
+        _ROW | _PARTS | {"temp_ptr": "*fp32", "c_ptr": "*fp64", "sums_ptr": "*fp64"},
+        ("D", "KIND", "TILE", "TILE_LOG", "NTP"),
+    ),
+    "_verify_counts_kernel": (
+        _ROW | _PARTS | {"temp_ptr": "*fp32", "c_ptr": "*fp64"} | _TOTALS, ("D", "KIND", "TILE", "NTP", "NTP_LOG")
+    ),
+    "_verify_rows_kernel": (
+        _ROW | _PARTS | _TOTALS | {"temp_ptr": "*fp32", "tok_ptr": "*i32"} | _DRAFT | _KEYS
+        | {"c_ptr": "*fp64", "dom_acc": "i64", "status_ptr": "*i8", "acc_ptr": "*i32", "out_ptr": "*i32",
+           "state_ptr": "*i32"},
+        ("D", "DP", "K", "KIND", "NTP", "NTP_LOG"),
+    ),
+    "_verify_residual_kernel": (
+        _ROW | _PARTS | _TOTALS | {"temp_ptr": "*fp32"} | _DRAFT
+        | {"c_ptr": "*fp64", "state_ptr": "*i32", "res_ptr": "*i64"},
+        ("D", "DP", "K", "KIND", "TILE", "NTP", "NTP_LOG"),
+    ),
+    "_verify_draw_kernel": (
+        _ROW | _PARTS | _TOTALS | {"temp_ptr": "*fp32"} | _DRAFT | _KEYS
+        | {"c_ptr": "*fp64", "dom_res": "i64", "state_ptr": "*i32", "res_ptr": "*i64", "out_ptr": "*i32"},
+        ("D", "DP", "K", "KIND", "TILE", "NTP", "NTP_LOG"),
+    ),
 }
 UNIFORM_SIG = {
     "seed_ptr": "*i64", "round_ptr": "*i64", "pos_ptr": "*i64", "s_ptr": "*i64", "out_ptr": "*i64", "domain": "i64",
@@ -55,7 +81,7 @@ PHILOX_SIG = {"ctr_ptr": "*i64", "key_ptr": "*i64", "out_ptr": "*i64"}
 KERNELS = (
     _select._tile_candidates_kernel,
     _select._finalize_kernel,
-    _accept._verify_kernel,
+    *(getattr(_accept, name) for name in VERIFY_SIGS),
     _accept._uniform_below_kernel,
     _common._expf_kernel,
     _common._philox_kernel,
@@ -80,8 +106,8 @@ def _compile(fn: Any, sig: dict[str, str], consts: dict[str, Any], target: GPUTa
 
 def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] | None = None) -> dict[str, str]:
     """PTX of every exact-path kernel variant for ``target`` (sm_90 by default): each logit format, a small and a
-    large tile, both launch-2 merge paths, the verifier (each format at depth 2, fp32 also at depth 5 and 256 tiles;
-    its T0 and sampled paths are in one binary), the §11.5 uniform, the exponential and Philox on their own."""
+    large tile, both launch-2 merge paths, the verifier's six launches (each format at depth 2, fp32 also at depth 5
+    and 256 tiles), the §11.5 uniform, the exponential and Philox on their own."""
     tgt = target or GPUTarget("cuda", 90, 32)
     opts = dict(EXACT if options is None else options)
     out: dict[str, str] = {}
@@ -92,14 +118,15 @@ def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] 
             out[f"tile_candidates[kind={kind.value},tile={tile}]"] = _compile(
                 _select._tile_candidates_kernel, TILE_SIG | {"x_ptr": x_ptr}, consts, tgt, opts
             )
-        for depth, tile, nt in ((5, 1024, 256), (2, 64, 4))[0 if kind.value == 0 else 1 :]:
-            consts = {
+        for depth, tile, ntp in ((5, 1024, 256), (2, 64, 4))[0 if kind.value == 0 else 1 :]:
+            sizes = {
                 "D": depth, "DP": triton.next_power_of_2(depth + 1), "K": K, "KIND": kind.value, "TILE": tile,
-                "TILE_LOG": tile.bit_length() - 1, "NT": nt, "NT_LOG": nt.bit_length() - 1,
+                "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp.bit_length() - 1,
             }
-            out[f"verify[kind={kind.value},D={depth},tile={tile}]"] = _compile(
-                _accept._verify_kernel, VERIFY_SIG | {"x_ptr": x_ptr}, consts, tgt, opts
-            )
+            for name, (sig, used) in VERIFY_SIGS.items():
+                out[f"verify{name[7:-7]}[kind={kind.value},D={depth},tile={tile}]"] = _compile(
+                    getattr(_accept, name), sig | {"x_ptr": x_ptr}, {k: sizes[k] for k in used}, tgt, opts
+                )
     for nc, nt in ((32, 1), (4096, 128)):
         consts = {"NC": nc, "NT": nt, "K": K, "CAP": FINALIZE_CAP, "PDL": True}
         out[f"finalize[NC={nc}]"] = _compile(_select._finalize_kernel, FINALIZE_SIG, consts, tgt, opts)
@@ -107,7 +134,9 @@ def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] 
     out["expf"] = _compile(_common._expf_kernel, EXPF_SIG, {"BLOCK": 1024}, tgt, opts)
     out["philox"] = _compile(_common._philox_kernel, PHILOX_SIG, {}, tgt, opts)
     compiled = {name.split("[")[0] for name in out}
-    names = {"tile_candidates", "finalize", "verify", "uniform_below", "expf", "philox"}
+    names = {"tile_candidates", "finalize", "uniform_below", "expf", "philox"} | {
+        f"verify{name[7:-7]}" for name in VERIFY_SIGS
+    }
     if compiled != names or len(KERNELS) != len(names):
         raise AssertionError(f"the audit compiles {sorted(compiled)}, but the exact path has {len(KERNELS)} kernels")
     return out
