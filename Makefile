@@ -40,7 +40,7 @@ TYPECHECK_DIRS = pp3 bench tools stats proptests tests conftest.py
 # (nothing of the repository importable), run the conformance files, `pp3 verify` under the interpreter, the
 # README's example, and check that a repository tool says so.
 wheel-check: $(STAMP)
-	rm -rf dist
+	rm -rf dist build/lib build/bdist.*
 	$(VPY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
 	awk '/^```python/ {f = 1; next} /^```/ {if (f) exit} f' README.md > dist/readme_example.py
 	test -s dist/readme_example.py

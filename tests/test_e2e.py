@@ -1,4 +1,4 @@
-"""The end-to-end audit (pp3.e2e), CI-sized: speculative generation with a Markov drafter and a Markov target is
+"""The end-to-end audit (pp3.audit.e2e), CI-sized: speculative generation with a Markov drafter and a Markov target is
 lossless (joint law of the first three tokens) with the predicted acceptance (first-round accepted count), and the
 audit catches every planted bug. Family-wise alpha 0.01 with Holm's correction; the full run is
 ``python -m pp3 audit-e2e`` (10^5 sequences per case on the CPU)."""

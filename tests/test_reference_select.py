@@ -585,7 +585,7 @@ def test_uint64_extremes(which: str, value: int) -> None:
 
 
 def test_against_independent_reading_of_the_spec() -> None:
-    """200 rows of every kind (sampled, T0, failed; V from 1 to 300; five taus) against tests/spec_oracle.py."""
+    """200 rows of every kind (sampled, T0, failed; V from 1 to 300; five taus) against tests/oracles/select.py."""
     rng = np.random.default_rng(18)
     bad = []
     for i in range(200):

@@ -1,6 +1,6 @@
 """Pearson's chi-square goodness of fit and Holm's correction, in NumPy and the standard library only.
 
-Used by the end-to-end audit (``pp3.e2e``), which must run where scipy is absent. The bin-merge rule is the one of
+Used by the end-to-end audit (``pp3.audit.e2e``), which must run where scipy is absent. The bin-merge rule is the one of
 ``stats/chisq.py``: bins of expected probability 0 are not chi-square bins (a draw there is a *support violation*
 and rejects outright, p = 0); the other bins are sorted by expected count, ascending (ties: lower index first),
 and grouped in that order until each group expects >= 5; a short last group joins the one before it. The

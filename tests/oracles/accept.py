@@ -1,7 +1,7 @@
 """A second, deliberately naive reading of SPEC.md §11 for one row, in plain Python.
 
 It shares no code with pp3: Philox is numpy.random.Philox, expf is mpmath's correctly rounded value
-(tools.expf_oracle), the order is Python's sort on (-value, id), sums are Python floats and ints, and the 128-bit
+(tests.oracles.expf), the order is Python's sort on (-value, id), sums are Python floats and ints, and the 128-bit
 products of Lemire's method are Python integers. Slow (mpmath per logit): tests use it on a few dozen small rows.
 """
 

@@ -1,7 +1,7 @@
 """A second, deliberately naive reading of SPEC.md §3-§8 for one row, in plain Python.
 
 It shares no code with pp3.reference: the order is Python's sort on (-value, id), expf is mpmath's correctly rounded
-value (tools.expf_oracle), the sums are Python floats, Philox is numpy.random.Philox. Slow (mpmath per member), so
+value (tests.oracles.expf), the sums are Python floats, Philox is numpy.random.Philox. Slow (mpmath per member), so
 tests use it on a few hundred rows.
 """
 
