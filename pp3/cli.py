@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -79,6 +80,17 @@ def _at_least(name: str, lo: int) -> Callable[[str], int]:
         return v
 
     return parse
+
+
+def _writable(flag: str, path: str | None) -> bool:
+    """Whether an output file can be written (checked before the work, not after): prints one line if not."""
+    if path is None:
+        return True
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(folder) and os.access(folder, os.W_OK) and not os.path.isdir(path):
+        return True
+    print(f"pp3: {flag}: cannot write {path!r} (no writable folder {folder!r})", file=sys.stderr)
+    return False
 
 
 def _verifier(name: str) -> Callable[..., Any] | None:
@@ -155,6 +167,8 @@ def cmd_audit(argv: Sequence[str]) -> int:
     ):
         return 2
     if args.plot and _missing("audit-e2e --plot", ("matplotlib",), "plot"):
+        return 2
+    if not (_writable("--plot", args.plot) and _writable("--markdown", args.markdown)):
         return 2
     from pp3.audit import e2e
     from pp3.testing.stamp import environment

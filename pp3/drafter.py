@@ -72,12 +72,23 @@ def sampled_enabled() -> bool:
     return os.environ.get(SAMPLED_ENV) == "1"
 
 
-def _as_shards(out: torch.Tensor | Sequence[torch.Tensor], vocab: int) -> list[torch.Tensor]:
+_LOGIT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # the selector's formats (SPEC.md §2.1)
+
+
+def _as_shards(out: torch.Tensor | Sequence[torch.Tensor], vocab: int, b: int) -> list[torch.Tensor]:
+    """The model's output for ``b`` rows, checked the same way for both paths and both backends: [B, V] logits or
+    contiguous non-empty shards [B, V_r] that cover ``vocab`` IDs, in the selector's formats."""
     shards = [out] if isinstance(out, torch.Tensor) else list(out)
-    if not shards or any(s.dim() != 2 for s in shards):
-        raise ValueError("drafter: expected [B, V] logits or a non-empty list of [B, V_r] shards")
+    if not shards or not all(isinstance(s, torch.Tensor) for s in shards):
+        raise TypeError("model output: expected [B, V] logits or a non-empty list of [B, V_r] tensors")
+    for i, s in enumerate(shards):
+        if s.dtype not in _LOGIT_DTYPES:
+            raise TypeError(f"model output (shard {i}): expected float32, float16 or bfloat16, got {s.dtype}")
+        if s.dim() != 2 or s.shape[0] != b or s.shape[1] < 1:
+            raise ValueError(f"model output (shard {i}): expected shape [{b}, V_r >= 1] for the context's {b} rows, "
+                             f"got {tuple(s.shape)}")
     if sum(s.shape[1] for s in shards) != vocab:
-        raise ValueError(f"drafter: shards cover {sum(s.shape[1] for s in shards)} IDs, vocab_size is {vocab}")
+        raise ValueError(f"model output: shards cover {sum(s.shape[1] for s in shards)} IDs, vocab_size is {vocab}")
     return shards
 
 
@@ -144,7 +155,7 @@ class TPDrafter:
         b = ctx.shape[0]
         toks, stats = [], []
         for _ in range(self.depth):
-            token, status = greedy_select(_as_shards(self.model(ctx), self.model.vocab_size))
+            token, status = greedy_select(_as_shards(self.model(ctx), self.model.vocab_size, b))
             toks.append(token)
             stats.append(status)
             ctx = torch.cat([ctx, token.clamp_min(0).to(ctx.dtype)[:, None]], dim=1)
@@ -174,7 +185,7 @@ class TPDrafter:
             )
         ctx = self._check_context(context)
         b = ctx.shape[0]
-        shards = _as_shards(self.model(ctx), self.model.vocab_size)
+        shards = _as_shards(self.model(ctx), self.model.vocab_size, b)
         use_triton = self.backend == "triton" or (self.backend == "auto" and shards[0].is_cuda)
         step = (_TritonSteps if use_triton else _ReferenceSteps)(
             target_temperature, seed, round, position, self.tau, self.tile, b, shards[0].device
@@ -182,7 +193,7 @@ class TPDrafter:
         toks, stats, idss, tixs = [], [], [], []
         for d in range(self.depth):
             if d:
-                shards = _as_shards(self.model(ctx), self.model.vocab_size)
+                shards = _as_shards(self.model(ctx), self.model.vocab_size, b)
             token, status, ids, tickets = step(shards, d)
             toks.append(token)
             stats.append(status)

@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results"), help="folder for stats.json/.png/.txt")
     ap.add_argument("--json", type=Path, help="where to write the JSON log (default: OUT/stats.json)")
     args = ap.parse_args(argv)
+    if args.n is not None and args.n < 1:
+        ap.error(f"--n: expected draws per case >= 1, got {args.n}")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        ap.error(f"--out: cannot create {args.out}: {e.strerror}")
 
     kernel = kernel_sampler() if args.device in ("auto", "cuda") else None
     if args.device == "cuda" and kernel is None:
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t_start = time.perf_counter()
     cpu_cfg = audits.QUICK if args.quick else audits.FULL
-    if args.n:
+    if args.n is not None:
         cpu_cfg = dataclasses.replace(cpu_cfg, case_n=args.n)
     reference = Composed()
     planted = [] if args.no_mutants else mutants()

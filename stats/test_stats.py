@@ -161,3 +161,12 @@ def test_kernel_parity_catches_a_wrong_token() -> None:
     suite.run_cases()
     failed = {r.audit for r in suite.reports["broken"].results if r.exact and not r.passed}
     assert failed == {"parity"}  # consistently wrong: only the comparison with the reference sees it
+
+
+@pytest.mark.parametrize("args", [["--n", "0"], ["--n", "-5"]])
+def test_a_run_that_draws_nothing_is_refused(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from stats.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--quick", "--device", "cpu", *args])
+    assert exc.value.code == 2 and "--n" in capsys.readouterr().err

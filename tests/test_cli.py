@@ -107,3 +107,12 @@ def test_conformance_json(capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert doc["passed"] and {r["file"] for r in doc["results"]} == {
         "dyadic24-floor-first-v1.jsonl", "accept-dyadic24-v1.jsonl", "philox4x64_10.kat", "expf.wc"}
+
+
+def test_unwritable_output_is_refused_before_any_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    missing = str(tmp_path / "no" / "such" / "folder" / "tables.md")
+    assert cli.main(["audit-e2e", "--markdown", missing]) == 2  # before the audit's minutes of work
+    err = capsys.readouterr().err
+    assert "--markdown" in err and len(err.strip().splitlines()) == 1

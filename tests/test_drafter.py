@@ -200,3 +200,40 @@ def test_markov_rejects_bad_shapes() -> None:
         MarkovDrafter(torch.zeros(4, 2), torch.zeros(2, 4), [2, 1])
     with pytest.raises(ValueError):
         split_sizes(4, 5)
+
+
+# ------------------------------------------------------------------------------------------ the model's output
+
+
+class _Fixed:
+    """A model that returns the given output whatever the context."""
+
+    def __init__(self, out: list[Tensor], vocab: int) -> None:
+        self.out, self._vocab = out, vocab
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab
+
+    def __call__(self, tokens: Tensor) -> list[Tensor]:
+        return self.out
+
+
+@pytest.mark.parametrize(
+    ("out", "error", "text"),
+    [
+        ([torch.zeros(2, 8, dtype=torch.float64)], TypeError, "float64"),  # greedy's argmax would differ from T0's
+        ([torch.zeros(2, 8, dtype=torch.int32)], TypeError, "int32"),
+        ([torch.zeros(3, 8)], ValueError, r"\[2, V_r >= 1\]"),  # the wrong batch size: named, not blamed on seed
+        ([torch.zeros(2, 8), torch.zeros(2, 0)], ValueError, "shard 1"),  # a zero-width shard, both paths alike
+    ],
+)
+def test_both_paths_check_the_model_output_alike(out: list[Tensor], error: type[Exception], text: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    drafter = TPDrafter(_Fixed(out, 8), depth=2, backend="reference")
+    ctx = torch.zeros((2, 1), dtype=torch.int64)
+    with pytest.raises(error, match=text):
+        drafter.draft(ctx)
+    with pytest.raises(error, match=text):
+        drafter.draft_sampled(ctx, 1.0, 0, 0, 0)

@@ -114,6 +114,40 @@ def test_bad_arguments_raise_before_any_launch(
         propose(**args, tile=tile)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("logits", "error", "text"),
+    [
+        (torch.zeros(2, 5).to_sparse(), TypeError, "dense"),
+        (torch.zeros(2, 5, device="meta"), ValueError, "CUDA GPU"),
+    ],
+)
+def test_unusable_tensors_raise_naming_the_argument(logits: object, error: type[Exception], text: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_select, "_tile_candidates_kernel", _NoLaunch())
+    with pytest.raises(error, match=f"logits.*{text}"):
+        propose(logits, 1.0, 1, 2, 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0)], ids=["B=0", "T=0"])
+def test_finalize_refuses_empty_candidates(shape: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pp3.kernels import Candidates, finalize
+
+    monkeypatch.setattr(_select, "_finalize_kernel", _NoLaunch())
+    cands = Candidates(keys=torch.zeros((*shape, 32), dtype=torch.int64), flags=torch.zeros(shape, dtype=torch.int32))
+    with pytest.raises(ValueError, match="cands"):
+        finalize(cands, 1.0, 1, 2, 3)
+
+
+def test_no_gpu_and_no_interpreter_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU tensor without TRITON_INTERPRET=1: one clear ValueError before any launch, not Triton's driver error."""
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU machine a CPU tensor is an ordinary caller error")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(_select, "_tile_candidates_kernel", _NoLaunch())
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        propose(torch.zeros(2, 5), 1.0, 1, 2, 3)
+
+
 def test_device_exponential_equals_reference() -> None:
     """The kernels' expf (E1-E9 in fp64) against the reference on random z, subnormal results and edges."""
     rng = np.random.default_rng(7)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,13 @@ def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False) -> to
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in KIND:
         raise TypeError(f"{name}: expected float32, float16 or bfloat16, got {x.dtype}")
+    if x.layout != torch.strided:
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {x.layout}")
+    if not (x.device.type == "cuda" or (x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")):
+        raise ValueError(
+            f"{name}: on {x.device}; the Triton kernels run on a CUDA GPU, or on the CPU through Triton's interpreter "
+            "with TRITON_INTERPRET=1 set before triton is imported"
+        )
     shape = "[B, V]" if dims == 2 else "[B, D+1, V]"
     if x.dim() != dims:
         raise ValueError(f"{name}: expected shape {shape}, got {tuple(x.shape)}")

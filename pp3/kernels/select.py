@@ -285,6 +285,8 @@ def finalize(
     if not (keys.is_contiguous() and flags.is_contiguous()):
         raise ValueError("cands: keys and flags must be contiguous (the kernel indexes them densely)")
     b, n_tiles = flags.shape
+    if b < 1 or n_tiles < 1:
+        raise ValueError(f"cands: need B >= 1 rows and T >= 1 tiles, got keys of shape {tuple(keys.shape)}")
     _args.tiles_fit(n_tiles, "cands")
     row_keys = _args.row_keys(target_temperature, seed, round, position, b, keys.device)
     return _launch_finalize(cands, row_keys, _args.tau(tau), _args.launch_config(launch))
