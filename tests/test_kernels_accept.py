@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
     pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU", allow_module_level=True)
 
+from pp3.kernels import _workspace  # noqa: E402
 from pp3.kernels import uniform_below as uniform_below_dev  # noqa: E402
 from pp3.kernels import verify as verify_dev  # noqa: E402
 from pp3.reference import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, float32_to_bf16_bits, uniform_below, verify  # noqa: E402
@@ -65,6 +66,19 @@ def test_random_rows(temp: float, v: int, tile: int | None) -> None:
     case["target_logits"][1, 1, :] = 0.5  # a flat row: ties everywhere
     case["position"][2] = np.uint64(2**64 - 1)  # positions wrap
     same(case, tile)
+
+
+def test_back_to_back_calls_leave_the_row_counters_zero() -> None:
+    """Two calls in a row, other rows and tiles: every launch that finishes rows in their last program shares the
+    row counters of ``_workspace``, so a counter the first call left nonzero would pick the wrong last program in
+    the second (one that reduces before every tile is written, or none, leaving the row's values unwritten)."""
+    first = random_case(np.random.default_rng(31), 3, 2, 37, 1.0)  # 9 target rows of 5 tiles
+    first["target_temperature"] = np.array([1.0, 0.0, 0.7], dtype=np.float32)  # T0: launches 2, 3, 5 skip row 1
+    first["target_logits"][2, 1, 3] = np.nan  # a failed target row, skipped by launches 2 and 3
+    second = random_case(np.random.default_rng(32), 2, 1, 50, 0.5)  # 4 target rows of 4 tiles
+    same(first, 8)
+    same(second, 16)
+    assert not _workspace.counters(DEV, 9).any()
 
 
 def test_failed_rows_and_truncation() -> None:

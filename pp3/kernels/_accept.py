@@ -60,7 +60,6 @@ def _residual(
     row_ptr: tl.tensor,
     offs: tl.tensor,
     in_row: tl.tensor,
-    v: tl.tensor,
     m: tl.tensor,
     temp: tl.tensor,
     s: tl.tensor,
@@ -118,9 +117,28 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 # weights; 3. per tile, the sum of the P5 floor counts; 4. per request row, the status, the acceptance chain (§11.6)
 # and the outputs but a sampled row's last token; 5. per tile of row (b, a), the sum of the residual (§11.7);
 # 6. per tile of row (b, a), the number of entries whose cumulative residual is <= U, added to the token with an
-# integer atomic (order-free, so exact). Partial results go to [R, n_tiles] buffers; every reduction of them is in a
-# fixed order (the P4 tree over the tile sums) or over integers. Every program of launches 2, 3, 5 and 6 reduces its
-# row's partials itself (a few hundred values), so no launch waits for a row-wide reduction of another.
+# integer atomic (order-free, so exact). Partial results go to [R, n_tiles] buffers.
+#
+# In launches 1, 2, 3 and 5 the row's program that counts in last (``_last_of_row``, the row counters of
+# ``_workspace``) reduces the row's partials once, into [R] or [B] buffers that the later launches read as scalars:
+# launch 1 the class, the argmax g and the maximum m; launch 2 S (the P4 tree over the tile sums); launch 3 R (P6);
+# launch 5 U (§11.5 below the residual's sum) and, in place of the tile sums, the sums before each tile. Each
+# reduction is in a fixed order (the P4 tree) or over integers, so which program is last changes no bit. Launches
+# 2, 3 and 5 skip whole rows that no later launch reads (not OK or not sampled: launch 4 and the draw only read the
+# rows (b, j <= n) of OK sampled requests). The skip depends on the row alone (values of an earlier launch), so
+# either every program of a row counts in or none does, and a skipped row's counter stays 0.
+
+
+@triton.jit
+def _last_of_row(cnt_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor) -> tl.tensor:
+    """Count this program of row r in (after all its stores); true in the row's last program, which resets the
+    counter and may then read every program's partials (with ``.cg`` loads: L2, never a stale L1 line)."""
+    tl.debug_barrier()  # every thread's stores precede the release of the atomic below
+    old = tl.atomic_add(cnt_ptr + r, 1, sem="acq_rel", scope="gpu")
+    last = old == n_tiles - 1
+    if last:
+        tl.store(cnt_ptr + r, 0)  # all n_tiles programs have counted: no later add in this launch
+    return last
 
 
 @triton.jit
@@ -130,8 +148,9 @@ def _row_argmax(flags_ptr: tl.tensor, keys_ptr: tl.tensor, r: tl.tensor, n_tiles
     partials of launch 1."""
     ti = tl.arange(0, NTP)
     live = ti < n_tiles
-    fl = tl.reduce(tl.load(flags_ptr + r * n_tiles + ti, mask=live, other=0), 0, _bit_or)
-    best = tl.max(tl.load(keys_ptr + r * n_tiles + ti, mask=live, other=0).to(tl.uint64, bitcast=True))
+    fl = tl.reduce(tl.load(flags_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg"), 0, _bit_or)
+    keys = tl.load(keys_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
+    best = tl.max(keys.to(tl.uint64, bitcast=True))
     cls = tl.where((fl & 1) != 0, 1, tl.where((fl & 2) != 0, 2, tl.where((fl & 4) == 0, 3, 0)))
     return cls, _key_id(best)
 
@@ -142,14 +161,16 @@ def _row_total(sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP: tl.co
     """§11.4 P4: S of target row r, the tree over its tile subtree sums padded with zeros to NTP (the tree over any
     larger power of two gives the same S)."""
     ti = tl.arange(0, NTP)
-    return _tree(tl.load(sums_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=0.0), NTP, NTP_LOG)
+    sums = tl.load(sums_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=0.0, cache_modifier=".cg")
+    return _tree(sums, NTP, NTP_LOG)
 
 
 @triton.jit
 def _row_remainder(counts_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP: tl.constexpr) -> tl.tensor:
     """§11.4 P6: R = 2^40 - the sum of target row r's floor counts (int64, exact)."""
     ti = tl.arange(0, NTP)
-    rem: tl.tensor = P_TICKETS_I - tl.sum(tl.load(counts_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=0))
+    counts = tl.load(counts_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+    rem: tl.tensor = P_TICKETS_I - tl.sum(counts)
     return rem
 
 
@@ -160,22 +181,32 @@ def _verify_tiles_kernel(
     stride_j: tl.tensor,  # elements between positions of x
     v: tl.tensor,  # vocabulary size V
     n_tiles: tl.tensor,  # tiles per target row
+    cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0 (_workspace; left all 0)
     flags_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's §3 flags
     keys_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's largest §4.1 key (uint64 bits)
+    cls_ptr: tl.tensor,  # [R] int32 out: each row's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK)
+    g_ptr: tl.tensor,  # [R] int32 out: each row's argmax g (§11.4 P1)
+    m_ptr: tl.tensor,  # [R] fp32 out: each row's maximum, the logit at g
     D: tl.constexpr,  # proposal depth
     KIND: tl.constexpr,  # logits dtype (_common.KIND_*)
     TILE: tl.constexpr,  # vocabulary entries per tile, a power of two
+    NTP: tl.constexpr,  # power of two >= n_tiles (>= 2)
 ) -> None:
-    # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, per tile.
+    # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, per tile; the row's last program reduces them.
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_tiles
     t = pid % n_tiles
+    row = x_ptr + (r // (D + 1)) * stride_b + (r % (D + 1)) * stride_j
     offs = t * TILE + tl.arange(0, TILE)
     in_row = offs < v
-    raw = tl.load(x_ptr + (r // (D + 1)) * stride_b + (r % (D + 1)) * stride_j + offs, mask=in_row, other=0)
-    bits = _widen_bits(raw, KIND)
+    bits = _widen_bits(tl.load(row + offs, mask=in_row, other=0), KIND)
     tl.store(flags_ptr + pid, tl.reduce(tl.where(in_row, _flag_bits(bits), 0), 0, _bit_or))
     tl.store(keys_ptr + pid, tl.max(tl.where(in_row, _order_key(bits, offs), 0)).to(tl.int64, bitcast=True))
+    if _last_of_row(cnt_ptr, r, n_tiles):
+        cls, g = _row_argmax(flags_ptr, keys_ptr, r, n_tiles, NTP)
+        tl.store(cls_ptr + r, cls)
+        tl.store(g_ptr + r, g)
+        tl.store(m_ptr + r, _load_one(row, g, KIND))  # read back at the argmax (keeps -0.0 as is)
 
 
 @triton.jit
@@ -185,33 +216,35 @@ def _verify_sums_kernel(
     stride_j: tl.tensor,
     v: tl.tensor,
     n_tiles: tl.tensor,
-    flags_ptr: tl.tensor,  # [R, n_tiles] int32: launch 1's flags
-    keys_ptr: tl.tensor,  # [R, n_tiles] int64: launch 1's keys
+    cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0
+    cls_ptr: tl.tensor,  # [R] int32: launch 1's row classes
+    m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of SPEC.md §6 (layout: _common.C_*)
-    sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's P4 subtree sum (0 for rows that are not sampled)
+    sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's P4 subtree sum (rows that are summed)
+    s_ptr: tl.tensor,  # [R] fp64 out: each summed row's S
     D: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
     TILE_LOG: tl.constexpr,  # log2(TILE)
-    NTP: tl.constexpr,  # power of two >= n_tiles (>= 2)
+    NTP: tl.constexpr,
+    NTP_LOG: tl.constexpr,  # log2(NTP)
 ) -> None:
-    # Launch 2: §11.4 P2-P4 per tile, for OK rows of sampled requests (the others never use S).
+    # Launch 2: §11.4 P2-P4 per tile, for OK rows of sampled requests (the others never use S); the row's last
+    # program computes S.
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_tiles
     t = pid % n_tiles
     b = r // (D + 1)
-    cls, g = _row_argmax(flags_ptr, keys_ptr, r, n_tiles, NTP)
     temp = tl.load(temp_ptr + b)
-    s = tl.zeros((), tl.float64)
-    if (cls == 0) & (temp > 0.0):
+    if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
         row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
-        m = _load_one(row, g, KIND)  # the row maximum, read back at the argmax (keeps -0.0 as is)
         offs = t * TILE + tl.arange(0, TILE)
         in_row = offs < v
-        w = tl.where(in_row, _weights(_load_fp32(row, offs, in_row, KIND), m, temp, c_ptr), 0.0)
-        s = _tree(w, TILE, TILE_LOG)
-    tl.store(sums_ptr + pid, s)
+        w = _weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp, c_ptr)
+        tl.store(sums_ptr + pid, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
+        if _last_of_row(cnt_ptr, r, n_tiles):
+            tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
 
 
 @triton.jit
@@ -221,35 +254,33 @@ def _verify_counts_kernel(
     stride_j: tl.tensor,
     v: tl.tensor,
     n_tiles: tl.tensor,
-    flags_ptr: tl.tensor,  # [R, n_tiles] int32: launch 1's flags
-    keys_ptr: tl.tensor,  # [R, n_tiles] int64: launch 1's keys
+    cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0
+    cls_ptr: tl.tensor,  # [R] int32: launch 1's row classes
+    m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of §6
-    sums_ptr: tl.tensor,  # [R, n_tiles] fp64: launch 2's subtree sums
-    counts_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's sum of P5 floor counts
+    s_ptr: tl.tensor,  # [R] fp64: launch 2's S
+    counts_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's sum of P5 floor counts (rows that are summed)
+    rem_ptr: tl.tensor,  # [R] int64 out: each summed row's remainder R
     D: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
     NTP: tl.constexpr,
-    NTP_LOG: tl.constexpr,  # log2(NTP)
 ) -> None:
-    # Launch 3: §11.4 P5 per tile, for the rows launch 2 summed.
+    # Launch 3: §11.4 P5 per tile, for the rows launch 2 summed; the row's last program computes R (P6).
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_tiles
     t = pid % n_tiles
     b = r // (D + 1)
-    cls, g = _row_argmax(flags_ptr, keys_ptr, r, n_tiles, NTP)
     temp = tl.load(temp_ptr + b)
-    total = tl.zeros((), tl.int64)
-    if (cls == 0) & (temp > 0.0):
+    if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
         row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
-        m = _load_one(row, g, KIND)
-        s = _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG)
         offs = t * TILE + tl.arange(0, TILE)
         in_row = offs < v
-        c = _floor_count(_weights(_load_fp32(row, offs, in_row, KIND), m, temp, c_ptr), s)
-        total = tl.sum(tl.where(in_row, c, 0))
-    tl.store(counts_ptr + pid, total)
+        w = _weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp, c_ptr)
+        tl.store(counts_ptr + pid, tl.sum(tl.where(in_row, _floor_count(w, tl.load(s_ptr + r)), 0)))
+        if _last_of_row(cnt_ptr, r, n_tiles):
+            tl.store(rem_ptr + r, _row_remainder(counts_ptr, r, n_tiles, NTP))
 
 
 @triton.jit
@@ -258,11 +289,11 @@ def _verify_rows_kernel(
     stride_b: tl.tensor,
     stride_j: tl.tensor,
     v: tl.tensor,
-    n_tiles: tl.tensor,
-    flags_ptr: tl.tensor,  # [R, n_tiles] int32: launch 1's flags
-    keys_ptr: tl.tensor,  # [R, n_tiles] int64: launch 1's keys
-    sums_ptr: tl.tensor,  # [R, n_tiles] fp64: launch 2's subtree sums
-    counts_ptr: tl.tensor,  # [R, n_tiles] int64: launch 3's floor-count sums
+    cls_ptr: tl.tensor,  # [R] int32: launch 1's row classes
+    g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
+    m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
+    s_ptr: tl.tensor,  # [R] fp64: launch 2's S
+    rem_ptr: tl.tensor,  # [R] int64: launch 3's R
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     tok_ptr: tl.tensor,  # [B, D] int32 draft tokens
     dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
@@ -281,8 +312,6 @@ def _verify_rows_kernel(
     DP: tl.constexpr,  # power of two >= D + 1
     K: tl.constexpr,  # 32
     KIND: tl.constexpr,
-    NTP: tl.constexpr,
-    NTP_LOG: tl.constexpr,
 ) -> None:
     # Launch 4: one program per request row.
     b = tl.program_id(0).to(tl.int64)
@@ -294,13 +323,11 @@ def _verify_rows_kernel(
     dst = tl.load(dst_ptr + b * D + jd, mask=jd < D, other=0).to(tl.int32)
     n = tl.min(tl.where((dst != 0) & (jd < D), jd, D))
 
-    # 2. §11.3 step 2 and §11.4 P1: per target row, its class and its argmax g (launch 1's partials).
-    target_status = tl.zeros((), tl.int32)
-    gvec = tl.zeros([DP], tl.int32)
-    for j in range(0, D + 1):  # a runtime loop: one copy of the body in the binary
-        cls, gj = _row_argmax(flags_ptr, keys_ptr, b * (D + 1) + j, n_tiles, NTP)
-        target_status = tl.where((target_status == 0) & (j <= n), cls, target_status)  # the lowest bad j <= n
-        gvec = tl.where(jd == j, gj, gvec)
+    # 2. §11.3 step 2 and §11.4 P1: per target row, its class and its argmax g (launch 1).
+    cls = tl.load(cls_ptr + b * (D + 1) + jd, mask=jd < D + 1, other=0)
+    bad = tl.min(tl.where((cls != 0) & (jd <= n), jd, DP))  # the lowest j <= n whose row is not OK (DP: none)
+    target_status = tl.sum(tl.where(jd == bad, cls, 0))
+    gvec = tl.load(g_ptr + b * (D + 1) + jd, mask=jd < D + 1, other=0)
 
     # 3. §11.3 step 3: validity of drafts j < n, and Q_j(x_j) for the acceptance test.
     temp = tl.load(temp_ptr + b)
@@ -346,12 +373,8 @@ def _verify_rows_kernel(
         acc = test & greedy & (tok == g)  # T0: accept iff x_j = g_j
         if test & sampled:
             r = b * (D + 1) + j
-            row = x_row + j * stride_j
-            m = _load_one(row, g, KIND)  # the row maximum, read back at the argmax (keeps -0.0 as is)
-            s_tot = _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG)
-            rem = _row_remainder(counts_ptr, r, n_tiles, NTP)
-            wx = _weights(_load_one(row, tok, KIND), m, temp, c_ptr)
-            px = _floor_count(wx, s_tot) + tl.where(tok == g, rem, 0)
+            wx = _weights(_load_one(x_row + j * stride_j, tok, KIND), tl.load(m_ptr + r), temp, c_ptr)
+            px = _floor_count(wx, tl.load(s_ptr + r)) + tl.where(tok == g, tl.load(rem_ptr + r), 0)
             qx = tl.sum(tl.where(jd == j, qvec, 0))
             u = _uniform_below(seed, rnd, pos + j, dom_acc.to(tl.uint64, bitcast=True), (qx << 16).to(tl.uint64))
             acc = u < px.to(tl.uint64)
@@ -373,11 +396,10 @@ def _verify_rows_kernel(
 
 @triton.jit
 def _residual_tile(
-    x_ptr: tl.tensor, stride_b: tl.tensor, stride_j: tl.tensor, v: tl.tensor, n_tiles: tl.tensor,
-    flags_ptr: tl.tensor, keys_ptr: tl.tensor, sums_ptr: tl.tensor, counts_ptr: tl.tensor, temp_ptr: tl.tensor,
-    dst_ptr: tl.tensor, ids_ptr: tl.tensor, tix_ptr: tl.tensor, c_ptr: tl.tensor, b: tl.tensor, a: tl.tensor,
-    t: tl.tensor, D: tl.constexpr, DP: tl.constexpr, K: tl.constexpr, KIND: tl.constexpr, TILE: tl.constexpr,
-    NTP: tl.constexpr, NTP_LOG: tl.constexpr,
+    x_ptr: tl.tensor, stride_b: tl.tensor, stride_j: tl.tensor, v: tl.tensor, g_ptr: tl.tensor, m_ptr: tl.tensor,
+    s_ptr: tl.tensor, rem_ptr: tl.tensor, temp_ptr: tl.tensor, dst_ptr: tl.tensor, ids_ptr: tl.tensor,
+    tix_ptr: tl.tensor, c_ptr: tl.tensor, b: tl.tensor, a: tl.tensor, t: tl.tensor, D: tl.constexpr,
+    DP: tl.constexpr, K: tl.constexpr, KIND: tl.constexpr, TILE: tl.constexpr,
 ) -> tuple[tl.tensor, tl.tensor]:
     """§11.7 on tile t of target row (b, a): the residual r(y) [TILE] (int64, 0 outside the row) and the in-row
     mask. Q* is draft a's q when draft a was rejected (a < n), else 0 (the bonus)."""
@@ -385,16 +407,12 @@ def _residual_tile(
     dst = tl.load(dst_ptr + b * D + jd, mask=jd < D, other=0).to(tl.int32)
     n = tl.min(tl.where((dst != 0) & (jd < D), jd, D))
     r = b * (D + 1) + a
-    _, g = _row_argmax(flags_ptr, keys_ptr, r, n_tiles, NTP)
     row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
-    m = _load_one(row, g, KIND)
-    s_tot = _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG)
-    rem = _row_remainder(counts_ptr, r, n_tiles, NTP)
-    temp = tl.load(temp_ptr + b)
     offs = t * TILE + tl.arange(0, TILE)
     in_row = offs < v
     sbase = (b * D + tl.minimum(a, D - 1)) * K
-    res = _residual(row, offs, in_row, v, m, temp, s_tot, g, rem, c_ptr, ids_ptr, tix_ptr, sbase, a < n, KIND, K)
+    res = _residual(row, offs, in_row, tl.load(m_ptr + r), tl.load(temp_ptr + b), tl.load(s_ptr + r),
+                    tl.load(g_ptr + r), tl.load(rem_ptr + r), c_ptr, ids_ptr, tix_ptr, sbase, a < n, KIND, K)
     return res, in_row
 
 
@@ -405,49 +423,11 @@ def _verify_residual_kernel(
     stride_j: tl.tensor,
     v: tl.tensor,
     n_tiles: tl.tensor,
-    flags_ptr: tl.tensor,  # [R, n_tiles] int32: launch 1's flags
-    keys_ptr: tl.tensor,  # [R, n_tiles] int64: launch 1's keys
-    sums_ptr: tl.tensor,  # [R, n_tiles] fp64: launch 2's subtree sums
-    counts_ptr: tl.tensor,  # [R, n_tiles] int64: launch 3's floor-count sums
-    temp_ptr: tl.tensor,  # [B] fp32 target temperature
-    dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
-    ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
-    tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
-    c_ptr: tl.tensor,  # fp64 constants of §6
-    state_ptr: tl.tensor,  # [B, 2] int32: launch 4's (sampled and OK, a)
-    res_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's residual sum (0 for rows that draw nothing)
-    D: tl.constexpr,
-    DP: tl.constexpr,
-    K: tl.constexpr,
-    KIND: tl.constexpr,
-    TILE: tl.constexpr,
-    NTP: tl.constexpr,
-    NTP_LOG: tl.constexpr,
-) -> None:
-    # Launch 5: §11.7's residual, summed per tile of row (b, a).
-    pid = tl.program_id(0).to(tl.int64)
-    b = pid // n_tiles
-    t = pid % n_tiles
-    total = tl.zeros((), tl.int64)
-    if tl.load(state_ptr + 2 * b) != 0:
-        res, _ = _residual_tile(x_ptr, stride_b, stride_j, v, n_tiles, flags_ptr, keys_ptr, sums_ptr, counts_ptr,
-                                temp_ptr, dst_ptr, ids_ptr, tix_ptr, c_ptr, b, tl.load(state_ptr + 2 * b + 1), t,
-                                D, DP, K, KIND, TILE, NTP, NTP_LOG)
-        total = tl.sum(res)
-    tl.store(res_ptr + pid, total)
-
-
-@triton.jit
-def _verify_draw_kernel(
-    x_ptr: tl.tensor,  # [B, D+1, V] raw target logit bits
-    stride_b: tl.tensor,
-    stride_j: tl.tensor,
-    v: tl.tensor,
-    n_tiles: tl.tensor,
-    flags_ptr: tl.tensor,  # [R, n_tiles] int32: launch 1's flags
-    keys_ptr: tl.tensor,  # [R, n_tiles] int64: launch 1's keys
-    sums_ptr: tl.tensor,  # [R, n_tiles] fp64: launch 2's subtree sums
-    counts_ptr: tl.tensor,  # [R, n_tiles] int64: launch 3's floor-count sums
+    cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0
+    g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
+    m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
+    s_ptr: tl.tensor,  # [R] fp64: launch 2's S
+    rem_ptr: tl.tensor,  # [R] int64: launch 3's R
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
@@ -458,37 +438,75 @@ def _verify_draw_kernel(
     c_ptr: tl.tensor,  # fp64 constants of §6
     dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
     state_ptr: tl.tensor,  # [B, 2] int32: launch 4's (sampled and OK, a)
-    res_ptr: tl.tensor,  # [B, n_tiles] int64: launch 5's residual sums
-    out_ptr: tl.tensor,  # [B, D+1] int32 in/out: the token at index a, counted here
+    res_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's residual sum, then its exclusive prefix (drawing rows)
+    u_ptr: tl.tensor,  # [B] int64 out: each drawing row's U
     D: tl.constexpr,
     DP: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
     NTP: tl.constexpr,
-    NTP_LOG: tl.constexpr,
 ) -> None:
-    # Launch 6: U uniform below the residual's sum (§11.5, DOMAIN_RESIDUAL, position + a); the token is the number
-    # of y with C(y) <= U (C is nondecreasing): each tile counts its own y and adds the count to the token.
+    # Launch 5: §11.7's residual, summed per tile of row (b, a). The row's last program draws U uniform below the
+    # residual's sum (§11.5, DOMAIN_RESIDUAL, position + a) and replaces the tile sums by the sums before each tile.
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
     if tl.load(state_ptr + 2 * b) != 0:
         a = tl.load(state_ptr + 2 * b + 1)
-        ti = tl.arange(0, NTP)
-        sums = tl.load(res_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0)
-        r_sum = tl.sum(sums)
-        prefix = tl.sum(tl.where(ti < t, sums, 0))
-        seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
-        rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
-        pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
-        u = _uniform_below(seed, rnd, pos + a.to(tl.uint64), dom_res.to(tl.uint64, bitcast=True),
-                           r_sum.to(tl.uint64)).to(tl.int64)
-        res, in_row = _residual_tile(x_ptr, stride_b, stride_j, v, n_tiles, flags_ptr, keys_ptr, sums_ptr,
-                                     counts_ptr, temp_ptr, dst_ptr, ids_ptr, tix_ptr, c_ptr, b, a, t, D, DP, K,
-                                     KIND, TILE, NTP, NTP_LOG)
-        cum = prefix + tl.cumsum(res, axis=0)  # int64: exact
-        below = tl.sum((in_row & (cum <= u)).to(tl.int32))
+        res, _ = _residual_tile(x_ptr, stride_b, stride_j, v, g_ptr, m_ptr, s_ptr, rem_ptr, temp_ptr, dst_ptr,
+                                ids_ptr, tix_ptr, c_ptr, b, a, t, D, DP, K, KIND, TILE)
+        tl.store(res_ptr + pid, tl.sum(res))
+        if _last_of_row(cnt_ptr, b, n_tiles):
+            ti = tl.arange(0, NTP)
+            live = ti < n_tiles
+            sums = tl.load(res_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
+            tl.store(res_ptr + b * n_tiles + ti, tl.cumsum(sums, axis=0) - sums, mask=live)  # int64: exact
+            seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
+            rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
+            pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
+            u = _uniform_below(seed, rnd, pos + a.to(tl.uint64), dom_res.to(tl.uint64, bitcast=True),
+                               tl.sum(sums).to(tl.uint64))
+            tl.store(u_ptr + b, u.to(tl.int64))
+
+
+@triton.jit
+def _verify_draw_kernel(
+    x_ptr: tl.tensor,  # [B, D+1, V] raw target logit bits
+    stride_b: tl.tensor,
+    stride_j: tl.tensor,
+    v: tl.tensor,
+    n_tiles: tl.tensor,
+    g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
+    m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
+    s_ptr: tl.tensor,  # [R] fp64: launch 2's S
+    rem_ptr: tl.tensor,  # [R] int64: launch 3's R
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
+    ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
+    tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
+    c_ptr: tl.tensor,  # fp64 constants of §6
+    state_ptr: tl.tensor,  # [B, 2] int32: launch 4's (sampled and OK, a)
+    res_ptr: tl.tensor,  # [B, n_tiles] int64: launch 5's residual sums before each tile
+    u_ptr: tl.tensor,  # [B] int64: launch 5's U
+    out_ptr: tl.tensor,  # [B, D+1] int32 in/out: the token at index a, counted here
+    D: tl.constexpr,
+    DP: tl.constexpr,
+    K: tl.constexpr,
+    KIND: tl.constexpr,
+    TILE: tl.constexpr,
+) -> None:
+    # Launch 6: the token is the number of y with C(y) <= U (C, the cumulative residual, is nondecreasing): each
+    # tile counts its own y and adds the count to the token.
+    pid = tl.program_id(0).to(tl.int64)
+    b = pid // n_tiles
+    t = pid % n_tiles
+    if tl.load(state_ptr + 2 * b) != 0:
+        a = tl.load(state_ptr + 2 * b + 1)
+        res, in_row = _residual_tile(x_ptr, stride_b, stride_j, v, g_ptr, m_ptr, s_ptr, rem_ptr, temp_ptr, dst_ptr,
+                                     ids_ptr, tix_ptr, c_ptr, b, a, t, D, DP, K, KIND, TILE)
+        cum = tl.load(res_ptr + pid) + tl.cumsum(res, axis=0)  # int64: exact
+        below = tl.sum((in_row & (cum <= tl.load(u_ptr + b))).to(tl.int32))
         tl.atomic_add(out_ptr + b * (D + 1) + a, below)  # integer addition: the same sum in any order
 
 

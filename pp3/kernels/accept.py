@@ -2,7 +2,8 @@
 
 Every argument is checked here once (``_args``), before the launches and without reading device memory, so a
 verification can be captured in a CUDA graph with the draft. Six launches over the target rows' tiles
-(``_accept.py``).
+(``_accept.py``); the last program of a row in launches 1, 2, 3 and 5 reduces the row's partials once, counted in
+with the row counters of ``_workspace``, into per-row buffers the later launches read.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 import triton
 
-from pp3.kernels import _accept, _args
+from pp3.kernels import _accept, _args, _workspace
 from pp3.kernels.config import EXACT, MAX_VERIFY_TILES, VERIFY_TILE
 from pp3.kernels.select import exp_constants
 from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, K
@@ -76,42 +77,53 @@ def verify(
     n_tiles = triton.cdiv(v, tile)
     ntp = max(2, triton.next_power_of_2(n_tiles))
     rows = b * d1
+    counters = _workspace.counters(dev, rows)  # launches 1, 2, 3 and 5 leave them all 0 again
     flags = torch.empty((rows, n_tiles), dtype=torch.int32, device=dev)
     best = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
+    cls = torch.empty(rows, dtype=torch.int32, device=dev)
+    argmax = torch.empty(rows, dtype=torch.int32, device=dev)
+    maxima = torch.empty(rows, dtype=torch.float32, device=dev)
     sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)
+    total = torch.empty(rows, dtype=torch.float64, device=dev)
     counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
+    remainder = torch.empty(rows, dtype=torch.int64, device=dev)
     state = torch.empty((b, 2), dtype=torch.int32, device=dev)
     residual = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
+    u = torch.empty(b, dtype=torch.int64, device=dev)
     status = torch.empty(b, dtype=torch.int8, device=dev)
     accepted = torch.empty(b, dtype=torch.int32, device=dev)
     tokens = torch.empty((b, d1), dtype=torch.int32, device=dev)
     consts = exp_constants(dev)
     raw = x.view(_args.RAW[x.dtype])
     row = (raw, x.stride(0), x.stride(1), v, n_tiles)  # the target logits and their tiles
+    rowinfo = (argmax, maxima, total, remainder)  # what launches 4-6 read of a target row
     kind = _args.KIND[x.dtype]
     dp = max(2, triton.next_power_of_2(d1))
     ntp_log = ntp.bit_length() - 1
-    _accept._verify_tiles_kernel[(rows * n_tiles,)](*row, flags, best, D=d, KIND=kind, TILE=tile, **EXACT)
-    _accept._verify_sums_kernel[(rows * n_tiles,)](
-        *row, flags, best, keys.temperature, consts, sums,
-        D=d, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, NTP=ntp, **EXACT,
+    grid = (rows * n_tiles,)
+    _accept._verify_tiles_kernel[grid](
+        *row, counters, flags, best, cls, argmax, maxima, D=d, KIND=kind, TILE=tile, NTP=ntp, **EXACT,
     )
-    _accept._verify_counts_kernel[(rows * n_tiles,)](
-        *row, flags, best, keys.temperature, consts, sums, counts,
-        D=d, KIND=kind, TILE=tile, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+    _accept._verify_sums_kernel[grid](
+        *row, counters, cls, maxima, keys.temperature, consts, sums, total,
+        D=d, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+    )
+    _accept._verify_counts_kernel[grid](
+        *row, counters, cls, maxima, keys.temperature, consts, total, counts, remainder,
+        D=d, KIND=kind, TILE=tile, NTP=ntp, **EXACT,
     )
     _accept._verify_rows_kernel[(b,)](
-        *row, flags, best, sums, counts, keys.temperature, tok, dst, ids, tix, keys.seed, keys.round, keys.position,
-        consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
-        D=d, DP=dp, K=K, KIND=kind, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+        raw, x.stride(0), x.stride(1), v, cls, *rowinfo, keys.temperature, tok, dst, ids, tix, keys.seed,
+        keys.round, keys.position, consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
+        D=d, DP=dp, K=K, KIND=kind, **EXACT,
     )
-    draws = (*row, flags, best, sums, counts, keys.temperature, dst, ids, tix)
+    drafts = (keys.temperature, dst, ids, tix)
     _accept._verify_residual_kernel[(b * n_tiles,)](
-        *draws, consts, state, residual, D=d, DP=dp, K=K, KIND=kind, TILE=tile, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+        *row, counters, *rowinfo, *drafts, keys.seed, keys.round, keys.position, consts, DOMAIN_RESIDUAL, state,
+        residual, u, D=d, DP=dp, K=K, KIND=kind, TILE=tile, NTP=ntp, **EXACT,
     )
     _accept._verify_draw_kernel[(b * n_tiles,)](
-        *draws, keys.seed, keys.round, keys.position, consts, DOMAIN_RESIDUAL, state, residual, tokens,
-        D=d, DP=dp, K=K, KIND=kind, TILE=tile, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+        *row, *rowinfo, *drafts, consts, state, residual, u, tokens, D=d, DP=dp, K=K, KIND=kind, TILE=tile, **EXACT,
     )
     return Verdict(status=status, accepted=accepted, tokens=tokens)
 

@@ -39,36 +39,43 @@ FINALIZE_SIG = {
     "round_ptr": "*i64", "pos_ptr": "*i64", "tau": "fp32", "c_ptr": "*fp64", "domain": "i64", "status_ptr": "*i8",
     "token_ptr": "*i32", "ids_ptr": "*i32", "tickets_ptr": "*i32", "scratch_ptr": "*i64",
 }
-_ROW = {"x_ptr": "*i32", "stride_b": "i64", "stride_j": "i64", "v": "i32", "n_tiles": "i32"}
-_PARTS = {"flags_ptr": "*i32", "keys_ptr": "*i64"}
-_TOTALS = {"sums_ptr": "*fp64", "counts_ptr": "*i64"}
+_LOGITS = {"x_ptr": "*i32", "stride_b": "i64", "stride_j": "i64", "v": "i32"}
+_ROW = _LOGITS | {"n_tiles": "i32"}
+_CNT = {"cnt_ptr": "*i32"}
+_ROWINFO = {"g_ptr": "*i32", "m_ptr": "*fp32", "s_ptr": "*fp64", "rem_ptr": "*i64"}
+# what launches 2 and 3 read to weigh a row (the class gates the row)
+_WEIGHTS = {"cls_ptr": "*i32", "m_ptr": "*fp32", "temp_ptr": "*fp32", "c_ptr": "*fp64"}
 _DRAFT = {"dst_ptr": "*i8", "ids_ptr": "*i32", "tix_ptr": "*i32"}
 _KEYS = {"seed_ptr": "*i64", "round_ptr": "*i64", "pos_ptr": "*i64"}
 # The verifier's six launches (_accept.py): signature, and which of its compile-time sizes it takes.
 VERIFY_SIGS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
-    "_verify_tiles_kernel": (_ROW | _PARTS, ("D", "KIND", "TILE")),
+    "_verify_tiles_kernel": (
+        _ROW | _CNT | {"flags_ptr": "*i32", "keys_ptr": "*i64", "cls_ptr": "*i32", "g_ptr": "*i32", "m_ptr": "*fp32"},
+        ("D", "KIND", "TILE", "NTP"),
+    ),
     "_verify_sums_kernel": (
-        _ROW | _PARTS | {"temp_ptr": "*fp32", "c_ptr": "*fp64", "sums_ptr": "*fp64"},
-        ("D", "KIND", "TILE", "TILE_LOG", "NTP"),
+        _ROW | _CNT | _WEIGHTS | {"sums_ptr": "*fp64", "s_ptr": "*fp64"},
+        ("D", "KIND", "TILE", "TILE_LOG", "NTP", "NTP_LOG"),
     ),
     "_verify_counts_kernel": (
-        _ROW | _PARTS | {"temp_ptr": "*fp32", "c_ptr": "*fp64"} | _TOTALS, ("D", "KIND", "TILE", "NTP", "NTP_LOG")
+        _ROW | _CNT | _WEIGHTS | {"s_ptr": "*fp64", "counts_ptr": "*i64", "rem_ptr": "*i64"},
+        ("D", "KIND", "TILE", "NTP"),
     ),
     "_verify_rows_kernel": (
-        _ROW | _PARTS | _TOTALS | {"temp_ptr": "*fp32", "tok_ptr": "*i32"} | _DRAFT | _KEYS
+        _LOGITS | {"cls_ptr": "*i32"} | _ROWINFO | {"temp_ptr": "*fp32", "tok_ptr": "*i32"} | _DRAFT | _KEYS
         | {"c_ptr": "*fp64", "dom_acc": "i64", "status_ptr": "*i8", "acc_ptr": "*i32", "out_ptr": "*i32",
            "state_ptr": "*i32"},
-        ("D", "DP", "K", "KIND", "NTP", "NTP_LOG"),
+        ("D", "DP", "K", "KIND"),
     ),
     "_verify_residual_kernel": (
-        _ROW | _PARTS | _TOTALS | {"temp_ptr": "*fp32"} | _DRAFT
-        | {"c_ptr": "*fp64", "state_ptr": "*i32", "res_ptr": "*i64"},
-        ("D", "DP", "K", "KIND", "TILE", "NTP", "NTP_LOG"),
+        _ROW | _CNT | _ROWINFO | {"temp_ptr": "*fp32"} | _DRAFT | _KEYS
+        | {"c_ptr": "*fp64", "dom_res": "i64", "state_ptr": "*i32", "res_ptr": "*i64", "u_ptr": "*i64"},
+        ("D", "DP", "K", "KIND", "TILE", "NTP"),
     ),
     "_verify_draw_kernel": (
-        _ROW | _PARTS | _TOTALS | {"temp_ptr": "*fp32"} | _DRAFT | _KEYS
-        | {"c_ptr": "*fp64", "dom_res": "i64", "state_ptr": "*i32", "res_ptr": "*i64", "out_ptr": "*i32"},
-        ("D", "DP", "K", "KIND", "TILE", "NTP", "NTP_LOG"),
+        _ROW | _ROWINFO | {"temp_ptr": "*fp32"} | _DRAFT
+        | {"c_ptr": "*fp64", "state_ptr": "*i32", "res_ptr": "*i64", "u_ptr": "*i64", "out_ptr": "*i32"},
+        ("D", "DP", "K", "KIND", "TILE"),
     ),
 }
 UNIFORM_SIG = {
