@@ -111,10 +111,17 @@ def _compact_top_k(
 
 
 @triton.jit
-def _kth_largest(vals: tl.tensor, N: tl.constexpr, r: tl.tensor) -> tl.tensor:
-    """The key of rank ``r`` (0 = the largest) among N keys that are unique but for 0s; 0 when fewer than r + 1 are
-    nonzero (every 0 has the rank #nonzero, and no key has a larger one)."""
-    return tl.max(tl.where(_rank_desc(vals, N) == r, vals, 0))
+def _kth_largest_value(vals: tl.tensor, N: tl.constexpr, k: tl.tensor) -> tl.tensor:
+    """The k-th largest of N uint32 values counted with multiplicity (ties allowed): the largest v_i with at least k
+    values >= v_i (0 when there is none)."""
+    at_least = tl.sum((vals[None, :] >= vals[:, None]).to(tl.int32), axis=1)
+    return tl.max(tl.where(at_least >= k, vals, 0))
+
+
+@triton.jit
+def _okey(keys: tl.tensor) -> tl.tensor:
+    """The value part of §4.1 keys: okey, the high 32 bits (uint32; ordered as the logits are)."""
+    return (keys >> 32).to(tl.uint32)
 
 
 @triton.jit
@@ -128,14 +135,15 @@ def _threshold_top_k(
     STORE: tl.constexpr,
     SORTED: tl.constexpr,
 ) -> tl.tensor:
-    """The K largest of [R, C] unique uint64 keys (0 = padding), descending, given a threshold ``tau`` that is <= the
-    K-th largest key (the caller's proof: K distinct keys are >= tau), so every one of the K largest passes
-    ``key >= tau``. The survivors are compacted group (row) by group: a scan along each group, inside a warp, and one
-    over the R group counts, not a scan over all R * C keys; then ranked (_compact_top_k). SORTED: every group is
-    already in descending order (launch 1's candidates), so its survivors are a prefix and their positions in the
-    group need no scan.
+    """The K largest of [R, C] unique uint64 keys (0 = padding), descending, given a uint32 value threshold ``tau`` that
+    is <= the okey of the K-th largest key (the caller's proof: K distinct keys have okey >= tau), so every one of the
+    K largest passes ``okey >= tau``. Values are compared in 32 bits (half the work of a 64-bit key compare); ties in
+    value all pass, and the rank is by the full key. The survivors are compacted group (row) by group: a scan along
+    each group, inside a warp, and one over the R group counts, not a scan over all R * C keys; then ranked
+    (_compact_top_k). SORTED: every group is already in descending order (launch 1's candidates), so its survivors
+    are a prefix and their positions in the group need no scan.
     """
-    passed = (keys >= tau) & (keys != 0)
+    passed = (_okey(keys) >= tau) & (keys != 0)
     p32 = passed.to(tl.int32)
     per_group = tl.sum(p32, axis=1)
     count = tl.sum(per_group)
@@ -174,13 +182,15 @@ def _top_k(
         G: tl.constexpr = min(N // 32, 64)
         C: tl.constexpr = N // G  # >= 32 = K
         groups = tl.reshape(keys, [G, C])
-        # tau = the K-th largest group maximum: K distinct keys are >= tau, so tau <= the K-th largest key.
-        tau = _kth_largest(tl.max(groups, axis=1), G, K - 1)
+        values = _okey(groups)  # padding: 0, as low as any real value can be (the NaN 0xFFFFFFFF has okey 0)
+        # tau = the K-th largest group maximum value (with multiplicity): K distinct entries, the groups' maxima, have
+        # values >= tau, so tau <= the value of the K-th largest key.
+        tau = _kth_largest_value(tl.max(values, axis=1), G, K)
         if tau == 0:
             # Fewer than K nonempty groups: a partial last tile (V = 151936 leaves 384 entries in 6 of 64 groups).
-            # The C column maxima (column c: entries c, c + C, ...) are distinct keys too, and a prefix of n >= C
+            # The C column maxima (column c: entries c, c + C, ...) are distinct entries too, and a prefix of n >= C
             # entries fills every column, so tau is as tight as for a full tile; with n < C, tau may stay 0.
-            tau = _kth_largest(tl.max(groups, axis=0), C, K - 1)
+            tau = _kth_largest_value(tl.max(values, axis=0), C, K)
         top = _threshold_top_k(groups, tau, scratch_ptr, out_ptr, K, CAP, STORE, False)
     else:
         top = _top_k_rounds(keys, out_ptr, K, STORE)
@@ -276,8 +286,9 @@ def _finalize_kernel(
         # On Gaussian rows the second leaves fewer survivors below ~46 tiles (V = 163840: > 64 survivors in 3 % of
         # rows instead of 38 %, so the 64-slot rank; V = 32000: 53 on average instead of 179), the first above.
         second = n_tiles <= SECOND_CANDIDATE_TILES
-        col = tl.where(second, tl.max(tl.where(slot[None, :] == 1, cand, 0), axis=1), tl.max(cand, axis=1))
-        bound = _kth_largest(col, NT, tl.where(second, K // 2 - 1, K - 1))
+        values = _okey(cand)
+        col = tl.where(second, tl.max(tl.where(slot[None, :] == 1, values, 0), axis=1), tl.max(values, axis=1))
+        bound = _kth_largest_value(col, NT, tl.where(second, K // 2, K))
         top = _threshold_top_k(cand, bound, scratch_ptr + b * CAP, scratch_ptr, K, CAP, False, True)  # top[0]: rank 0
     else:
         ci = tl.arange(0, NC)
