@@ -69,6 +69,7 @@ def implementations(
     (launch 1, launch 2) add a row per fixed tile size and per warp pair."""
     import torch
 
+    from bench._floor import RowMax
     from pp3.kernels import LaunchConfig, finalize, propose, tile_candidates
 
     def pp3_sampled(tile: int | None) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
@@ -106,6 +107,18 @@ def implementations(
                 propose(x, k["temp0"], k["seed"], k["round"], k["pos"][d])
 
         return step
+
+    def trivial(mode: str) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
+        def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            row_max = RowMax(mode, xs[0].shape[0], xs[0].shape[1], xs[0].device)
+
+            def step() -> None:
+                for x in xs:
+                    row_max(x)
+
+            return step
+
+        return make
 
     def pp3_launch1(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
         def step() -> None:
@@ -155,6 +168,9 @@ def implementations(
         {
             "pp3 sampled, no PDL": pp3_no_pdl,
             "pp3 greedy (T0)": pp3_greedy,
+            "trivial 2-launch row max": trivial("2-launch"),
+            "trivial 1-launch row max": trivial("1-launch"),
+            "read-only pass": trivial("read-only"),
             "pp3 launch 1 only": pp3_launch1,
             "pp3 launch 2 only": pp3_launch2,
             "torch argmax": torch_argmax,
@@ -190,13 +206,10 @@ def flashinfer_impl() -> tuple[Callable[[list[Any], dict[str, Any]], Callable[[]
 
     def fi(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
         def step() -> None:
-            for x in xs:
-                if hasattr(sampling, "top_k_sampling_from_logits"):
-                    sampling.top_k_sampling_from_logits(x.float() / 0.7, 32, deterministic=True)
-                else:
-                    sampling.top_k_sampling_from_probs(
-                        __import__("torch").softmax(x.float() / 0.7, dim=-1), 32, deterministic=True
-                    )
+            for x in xs:  # top-k first, then sampling from the top 32 (PERF_FACTS.md: the peer's fastest such path)
+                sampling.top_k_top_p_sampling_from_logits(
+                    x, 32, 1.0, filter_apply_order="top_k_first", deterministic=True
+                )
 
         return step
 
@@ -220,7 +233,7 @@ def warm_flashinfer() -> int:
 def empty_floor(n_kernels: int, replays: int) -> dict[str, float]:
     import torch
 
-    from bench._empty import empty_kernel
+    from bench._floor import empty_kernel
 
     buf = torch.empty(1, device="cuda")
 
@@ -239,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--vocab", type=int, nargs="+", default=[163840])
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
-    ap.add_argument("--depth", type=int, nargs="+", default=[5, 10])
+    ap.add_argument("--depth", type=int, nargs="+", default=[5, 40])
     ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument(
         "--impl", nargs="+", default=None, help="implementations: full names, or a family's first word (flashinfer)"

@@ -13,10 +13,10 @@ multicast off.
    bit for bit; the single-GPU ``pp3.kernels.propose`` is checked on the same rows.
 2. **speed**: the depth-D proposal (D positions, each on its own logits) at B = 1, 2, 4, in one CUDA graph per
    input set where capture works (else eager; the JSON says which and why), event-timed, median and spread per
-   rank, for: ``pair`` (``propose_vocab_parallel(checked=True)``), ``pair merge_local``, ``staging`` (all_gather
-   both full shards, select on the leader with the single-GPU ``propose``, broadcast the token back: with two
-   ranks an all_gather moves the same bytes per link direction as a gather to the leader, and NCCL has no
-   gather primitive), and ``single GPU`` (``pp3.kernels.propose`` on the unsharded rows, rank 0 alone).
+   rank, for: ``pair`` (``propose_vocab_parallel(plan=...)``, the plan checked once per mode), ``pair merge_local``,
+   ``staging`` (all_gather both full shards, select on the leader with the single-GPU ``propose``, broadcast the
+   token back: with two ranks an all_gather moves the same bytes per link direction as a gather to the leader, and
+   NCCL has no gather primitive), and ``single GPU`` (``pp3.kernels.propose`` on the unsharded rows, rank 0 alone).
    The pair paths are checked against the single-GPU selector on the timed inputs before timing.
 3. **link**: all_gather of 256 MiB per rank (time, per-rank GB/s, bus GB/s) and of 256 B to 8 KiB per rank
    (the selector's message sizes), eager and inside a CUDA graph (graphs of 1 and of D calls).
@@ -139,10 +139,10 @@ def step_parity(ctx: Rank) -> None:
         for sname, sizes in splits.items():
             off, size = offsets(sizes)[ctx.rank], sizes[ctx.rank]
             shard = x[:, off : off + size].contiguous()
-            pair.check_shards(shard, off, v, temp, seed, rnd, pos, group=None, tile=tile)
             for merge in (False, True):
+                plan = pair.check_shards(shard, off, v, temp, seed, rnd, pos, group=None, tile=tile, merge_local=merge)
                 results[f"pair {sname}{' merge_local' if merge else ''}"] = to_numpy(pair.propose_vocab_parallel(
-                    shard, off, v, temp, seed, rnd, pos, tile=tile, checked=True, merge_local=merge
+                    shard, off, v, temp, seed, rnd, pos, tile=tile, plan=plan, merge_local=merge
                 ))
         for name, got in results.items():
             mism = rows_per_field(got, want)
@@ -296,15 +296,19 @@ def speed_case(ctx: Rank, dtype: Any, b: int, vr: int) -> list[dict[str, Any]]:
     rnd = torch.full((b,), 3, device=ctx.dev, dtype=torch.int64)
     pos = [torch.full((b,), 100 + d, device=ctx.dev, dtype=torch.int64) for d in range(depth)]
     token = torch.empty(b, dtype=torch.int32, device=ctx.dev)
-    pair.check_shards(shards[0][0], off, v, temp, seed, rnd, pos[0], tile=tile)
+    plans: dict[bool, Any] = {}
+
+    def check(merge: bool) -> None:  # a collective: every rank, in the same order; the group's plan from now on
+        plans[merge] = pair.check_shards(shards[0][0], off, v, temp, seed, rnd, pos[0], tile=tile, merge_local=merge)
 
     def pair_at(s: int, d: int, merge: bool) -> Any:
         return pair.propose_vocab_parallel(
-            shards[s][d], off, v, temp, seed, rnd, pos[d], tile=tile, checked=True, merge_local=merge
+            shards[s][d], off, v, temp, seed, rnd, pos[d], tile=tile, plan=plans[merge], merge_local=merge
         )
 
     # The timed code, checked against the single-GPU selector on the timed inputs.
     for merge in (False, True):
+        check(merge)
         for s in range(n_sets):
             for d in range(depth):
                 got, want = pair_at(s, d, merge), propose(fulls[s][d], temp, seed, rnd, pos[d])
@@ -345,6 +349,8 @@ def speed_case(ctx: Rank, dtype: Any, b: int, vr: int) -> list[dict[str, Any]]:
     rows = []
     for name, build, collective, msg_bytes in impls:
         ctx.barrier()
+        if name.startswith("pair"):
+            check(name.endswith("merge_local"))  # graphs are captured under the plan of their mode
         if collective or ctx.rank == 0:
             for graph in (True, False) if ctx.cuda else (False,):
                 t = time_impl(ctx, build, n_sets, collective, graph)

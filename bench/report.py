@@ -50,30 +50,37 @@ def markdown(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
         for impl in impls:
             vals = [cells.get(f"{impl}|{b}") for b in bs]
             out.append(f"| {impl} | " + " | ".join("" if x is None else f"{x:.1f}" for x in vals) + " |")
-        ref = "torch argmax"
-        if any(k.startswith(ref + "|") for k in cells) and any(k.startswith("pp3 sampled|") for k in cells):
-            ratios = [
-                f"{cells[f'pp3 sampled|{b}'] / cells[f'{ref}|{b}']:.2f}"
-                for b in bs
-                if f"pp3 sampled|{b}" in cells and f"{ref}|{b}" in cells
-            ]
-            out.append("| *pp3 sampled / torch argmax* | " + " | ".join(ratios) + " |")
+        fi = next((i for i in impls if i.startswith("flashinfer")), None)
+        for num, den, label in (
+            ("pp3 sampled", "trivial 2-launch row max", "pp3 sampled / trivial 2-launch"),
+            ("pp3 sampled", "torch argmax", "pp3 sampled / torch argmax"),
+            (fi, "pp3 sampled", "FlashInfer / pp3 sampled"),
+        ):
+            ratios = [_ratio(cells, num, den, b) for b in bs]
+            if any(ratios):
+                out.append(f"| *{label}* | " + " | ".join(ratios) + " |")
         out.append("")
     marg: list[str] = []
     by: dict[tuple[int, str, str, int, int], dict[int, float]] = defaultdict(dict)
     for r in rows:
         by[(r["run"], r["impl"], r["dtype"], r["V"], r["B"])][r["depth"]] = r["median_us"]
     for (run, impl, dtype, v, b), d in sorted(by.items()):
-        if 5 in d and 10 in d and impl.startswith("pp3 sampled"):
-            marg.append(f"| {run} | {impl} | {dtype} | {v} | {b} | {(d[10] - d[5]) / 5:.1f} |")
+        lo, hi = min(d), max(d)
+        if hi > lo and (impl.startswith("pp3") or impl.startswith("trivial") or impl == "torch argmax"):
+            marg.append(f"| {run} | {impl} | {dtype} | {v} | {b} | {lo} → {hi} | {(d[hi] - d[lo]) / (hi - lo):.2f} |")
     if marg:
-        out.append("Marginal cost per position, (T(depth 10) - T(depth 5)) / 5, µs:")
+        out.append("Marginal cost per position, (T(deepest) - T(shallowest)) / (depth difference), µs:")
         out.append("")
-        out.append("| run | implementation | dtype | V | B | µs / position |")
-        out.append("|---|---|---|---:|---:|---:|")
+        out.append("| run | implementation | dtype | V | B | depths | µs / position |")
+        out.append("|---|---|---|---:|---:|---|---:|")
         out += marg
         out.append("")
     return "\n".join(out)
+
+
+def _ratio(cells: dict[str, float], num: str | None, den: str, b: int) -> str:
+    a, c = cells.get(f"{num}|{b}"), cells.get(f"{den}|{b}")
+    return "" if a is None or c is None else f"{a / c:.2f}"
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -87,7 +94,6 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for impl in dict.fromkeys(r["impl"] for r in sel):
         pts = sorted((r["B"], r["median_us"]) for r in sel if r["impl"] == impl)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
-    ax.axhline(25, color="k", ls=":", lw=1, label="goal: 25 µs")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch B")

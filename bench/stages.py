@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from bench._empty import empty_kernel
+    from bench._floor import empty_kernel
     from pp3.kernels import propose, select, tile_candidates
     from pp3.testing.stamp import environment
     from pp3.testing.timing import time_graph
