@@ -4,10 +4,10 @@ Rank ``r`` holds the logits of the contiguous global IDs ``[o_r, o_r + V_r)`` of
 ``0 … V-1`` exactly, in any assignment to ranks and with uneven sizes (an empty shard, ``V_r = 0``, is allowed).
 One position costs one collective:
 
-1. launch 1 (``tile_candidates``) on the rank's own shard, with global IDs, written straight into the rank's
-   message: per tile, its first K keys (§4.1) and its flags (§3);
+1. launch 1 (``pp3.kernels.select.tile_candidates``) on the rank's own shard, with global IDs, written straight
+   into the rank's message: per tile, its first K keys (§4.1) and its flags (§3);
 2. one ``all_gather`` of the messages (NCCL on GPUs, gloo on CPUs, any world size);
-3. launch 2 (``finalize``) on every rank over the gathered candidates of all ranks.
+3. launch 2 (``pp3.kernels.select.finalize``) on every rank over the gathered candidates of all ranks.
 
 Every rank runs ``finalize`` on bit-identical data, so every rank gets the same status, token, ids and tickets
 (§7) without a copy of the token, and they equal the unsharded ``pp3.reference.propose`` (§9: the result does
@@ -21,38 +21,60 @@ flags 0. An empty tile is neutral for ``finalize``: key 0 lies below every real 
 ``(0 << 32) | (2^32 - 1 - id) ≥ 2^31``, for the negative NaN 0xFFFFFFFF), so it enters a row's first K only where
 the whole row has fewer than K entries, like launch 1's own key-0 padding lanes, and it is never a member; flags 0
 add nothing to the row's OR. ``tests/test_pair.py`` checks this against ``finalize`` directly (V < K included).
-The tile must be the same on every rank (``check_shards`` checks it), and ``W·T`` may not exceed the tiles that
-launch 2 merges (``pp3.kernels.config.MAX_TILES``; checked before launch 1, identically on every rank).
 
 With ``merge_local=True`` a rank first reduces its tiles to one (the first K keys of all its tiles and the OR
 of their flags, with ``torch.topk`` on the unique int64 keys) and sends ``B·K`` keys whatever ``V_r`` and the tile
 are; ``finalize`` then merges ``W`` tiles instead of ``W·T``. Same bits (a merged tile is a tile: its first K
 keys and its flags); a few more small kernels per position, a message ``T`` times smaller.
 
-**Setup check.** ``check_shards`` (one small ``all_gather`` and a host read, once at setup) detects overlapping
-shards, gaps, a shard past ``vocab_size``, and batch size, ``vocab_size``, tile or ``tau`` differing between ranks,
-and (where given) a digest of the per-row temperature, seed, round and position; every rank raises the same
-:class:`ShardError` listing every problem. A caller error on one rank (a wrong dtype, say) is gathered too and
-reported by every rank, so no rank is left waiting in a collective. Not checked, because it would cost a
-collective or a host sync per position: that later positions' temperatures, seeds, rounds and positions agree
-between ranks (ranks that disagree get different results, each self-consistent), that the shards hold the same
-rows of the same model, and the dtype (fp32, fp16 and bf16 shards may be mixed: widening is exact, §2.1).
+**The plan.** Everything that fixes the exchange (every rank's offset and size, the batch size, ``vocab_size``,
+the tile, ``merge_local``) and ``tau`` must be the same on every rank. ``check_shards`` (collective: one
+``all_gather`` of a 46-word descriptor per rank and a host read) checks that: it detects overlapping shards,
+gaps, a shard past ``vocab_size``, ranks that disagree on the batch size, ``vocab_size``, the tile,
+``merge_local`` or ``tau``, more tiles than launch 2 merges (``W·T > pp3.kernels.config.MAX_TILES``), ranks that
+are in different calls (``check_shards`` on one, ``propose_vocab_parallel`` on another) and, where given, a
+digest of the per-row temperature, seed, round and position; every rank raises the same :class:`ShardError`
+listing every problem. A caller error on one rank (a wrong dtype, say) is gathered too and reported by every
+rank (``TypeError`` on the rank that made a type error), so no rank is left waiting in a collective. It returns
+a :class:`ShardPlan`, the group's **current plan**: each ``check_shards`` on a process group replaces it (a
+failed one leaves none), so every rank's current plan comes from the same collective and is the same plan.
 
-**Per-position cost and CUDA graphs.** ``propose_vocab_parallel(..., checked=True)`` looks the setup up in a
-process-local table (host only) and then issues launch 1, one ``all_gather``, two small copies (rank-major to
-row-major) and launch 2: no ``.item()``, no host read, no host-to-device copy when the per-row keys are device
-tensors, so it can be captured in a CUDA graph where the collective can (NCCL collectives are capturable from
-NCCL 2.9.6 on; gloo's are not; ``bench/pair.py`` records whether capture works on the pair). Warm it up eagerly
-before capture (Triton compiles, NCCL creates its communicator). With ``checked=False`` (the default) every call
-runs ``check_shards`` first: safe, but a second collective and a host sync per call. With ``checked=True``, a
-caller error on one rank is raised on that rank before the collective, and the other ranks block in it until
-the process group's timeout.
+**Per-position calls.** ``propose_vocab_parallel(..., plan=plan)`` trusts the plan instead of checking the
+setup again: it checks on the host, without communication, that ``plan`` is the group's current plan (else
+"stale plan": a later ``check_shards`` replaced it) and that this rank's call matches it (shard offset and size,
+batch size, ``vocab_size``, tile, ``merge_local``, ``tau``), raising ``ValueError`` before any work if not; then
+it issues launch 1, one ``all_gather``, two small copies (rank-major to row-major) and launch 2: no ``.item()``,
+no host read, no host-to-device copy when the per-row keys are device tensors, so it can be captured in a CUDA
+graph where the collective can (NCCL collectives are capturable from NCCL 2.9.6 on; gloo's are not;
+``bench/pair.py`` records whether capture works on the pair). Warm it up eagerly before capture (Triton
+compiles, NCCL creates its communicator). ``plan=None`` (the default) runs the setup check in every call: safe,
+but a second collective and a host sync per call (it does not touch the group's current plan). Not checked on
+the trusted path, because it would cost a collective or a host sync per position: that the ranks' per-row keys
+agree (ranks that disagree get different results, each self-consistent) and that the shards hold the same rows
+of the same model. The dtype is never checked across ranks: fp32, fp16 and bf16 shards may be mixed, because
+widening is exact (§2.1) and the result is the reference's on the widened row (``tests/test_pair.py`` checks it).
+
+**Timeouts.** Every collective of this module has a timeout of its own, ``timeout`` seconds
+(``DEFAULT_TIMEOUT_S`` = 300 unless ``check_shards(..., timeout=)`` set another for the plan or the call passes
+``timeout=``): where the host waits for the gather (the setup check on every backend; every gather of CPU
+tensors, so every gloo call) a rank that does not take part within it (dead, stalled, or in another call) makes
+the others raise :class:`CollectiveError` within that time (a rank that died usually makes them raise at once,
+its connection closed). A rank whose call is wrong on the trusted path raises ``ValueError`` at once and its
+peers raise ``CollectiveError`` after the timeout. After a ``CollectiveError`` the process group may be
+unusable (a gather may still be pending in it): destroy it. On CUDA tensors the per-position gather is
+stream-ordered (the host does not wait, so that it can be captured); there the process group's own timeout
+(NCCL's watchdog) bounds it, not pp3's. Ranks in different collectives whose messages differ in length cannot be
+caught by pp3 on the trusted path: gloo aborts the process (SIGABRT); pass every rank the same plan.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
+import numbers
+import time
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -66,6 +88,8 @@ from pp3.kernels.select import Candidates, Proposal
 from pp3.reference._constants import DEFAULT_TAU, MAX_VOCAB, K
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "CollectiveError",
     "ShardError",
     "ShardPlan",
     "check_shards",
@@ -75,28 +99,35 @@ __all__ = [
     "shard_message",
 ]
 
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DEFAULT_TIMEOUT_S = 300.0  # seconds a rank waits in a collective of this module for the others (override: timeout=)
 
 # Setup descriptor: one int64 vector per rank, gathered by check_shards.
-_MAGIC = 0x7070335F70616972  # "pp3_pair": a rank running another protocol version shows up as a mismatch
-_D_MAGIC, _D_ERROR, _D_OFFSET, _D_SIZE, _D_ROWS, _D_VOCAB, _D_TILE, _D_TAU = range(8)
-_D_DIGEST = 8  # 8 .. 11: temperature, seed, round, position digests (-1: not given)
-_D_MSG = 12  # 12 .. 12 + _MSG_WORDS: the rank's own caller error, UTF-8, zero padded
+_MAGIC = 0x7070335F70616932  # "pp3_pai2": a rank running another protocol version shows up as a mismatch
+_D_MAGIC, _D_KIND, _D_ERROR, _D_OFFSET, _D_SIZE, _D_ROWS, _D_VOCAB, _D_TILE, _D_TAU, _D_MERGE = range(10)
+_D_DIGEST = 10  # 10 .. 13: temperature, seed, round, position digests (-1: not given)
+_D_MSG = 14  # 14 .. 14 + _MSG_WORDS: the rank's own caller error, UTF-8, zero padded
 _MSG_WORDS = 32  # 256 bytes
 _D_LEN = _D_MSG + _MSG_WORDS
 _DIGEST_NAMES = ("target_temperature", "seed", "round", "position")
 _NOT_GIVEN = -1
 _SIGN64 = -(1 << 63)  # the int64 sign bit
 _ERR_NONE, _ERR_VALUE, _ERR_TYPE = 0, 1, 2
+_KIND_SETUP, _KIND_CALL = 1, 2  # check_shards; propose_vocab_parallel without a plan
+_KIND_NAMES = {_KIND_SETUP: "check_shards", _KIND_CALL: "propose_vocab_parallel(plan=None)"}
 
 
 class ShardError(ValueError):
     """The ranks' shard setup is inconsistent (raised with the same text on every rank)."""
 
 
+class CollectiveError(RuntimeError):
+    """A collective of ``pp3.pair`` failed or did not complete within its timeout: a rank died, stalled, or is in
+    another call. The process group may be unusable afterwards."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ShardPlan:
-    """The checked setup of one process group: every rank's shard, and what the messages look like."""
+    """The checked setup of one process group (``check_shards``): every rank's shard and how the ranks exchange."""
 
     rank: int  # this process's rank in the group
     offsets: tuple[int, ...]  # global ID of each rank's first entry
@@ -104,6 +135,11 @@ class ShardPlan:
     rows: int  # batch size B, the same on every rank
     vocab_size: int  # V
     tile: int  # launch-1 tile, the same on every rank
+    merge_local: bool  # one merged tile per rank (else one message entry per tile)
+    tau: float  # the drafter temperature (fp32 value), the same on every rank
+    timeout_s: float  # the default timeout of the calls that use this plan
+    generation: int  # which check_shards on this group made it (1, 2, …; the same on every rank)
+    group: Any = dataclasses.field(default=None, compare=False, repr=False)  # the process group (never None)
 
     @property
     def world(self) -> int:
@@ -111,11 +147,18 @@ class ShardPlan:
 
     @property
     def max_tiles(self) -> int:
-        """Tiles per rank in a message: the largest per-shard tile count (``cdiv(V_r, tile)``) of any rank."""
+        """The largest per-shard tile count (``cdiv(V_r, tile)``) of any rank."""
         return max(-(-s // self.tile) for s in self.sizes)
 
+    @property
+    def tiles(self) -> int:
+        """Tiles per rank in a message: ``max_tiles``, or 1 with ``merge_local``."""
+        return 1 if self.merge_local else self.max_tiles
 
-_PLANS: dict[tuple[Any, ...], ShardPlan] = {}
+
+# The current plan of each process group, and how many check_shards ran on it (process-local, host only).
+_CURRENT: dict[Any, ShardPlan] = {}
+_SETUPS: dict[Any, int] = {}
 
 
 # ------------------------------------------------------------------------------------------ argument checks
@@ -134,22 +177,65 @@ def _check_layout(x: Any, vocab_offset: Any, vocab_size: Any, tile: Any) -> tupl
     return shard, offset, vsize, _args.tile(tile, vsize)
 
 
+def _timeout(value: Any) -> float:
+    """``timeout``: seconds, finite and > 0 (``None``: ``DEFAULT_TIMEOUT_S``)."""
+    if value is None:
+        return DEFAULT_TIMEOUT_S
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"timeout: expected seconds as a number, got {type(value).__name__}")
+    if not (math.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(f"timeout: expected a finite number of seconds > 0, got {value}")
+    return float(value)
+
+
 def _digest(arr: npt.NDArray[Any]) -> int:
     """A 63-bit digest of a row array's bytes (fp32 temperatures compare by their bits)."""
     return int.from_bytes(hashlib.blake2b(np.ascontiguousarray(arr).tobytes(), digest_size=8).digest(), "little") >> 1
 
 
+def _tau_bits(tau: float) -> int:
+    return int(np.array(tau, dtype=np.float32).view(np.uint32))
+
+
 # ------------------------------------------------------------------------------------------ collectives
 
 
-def _all_gather(inp: torch.Tensor, world: int, group: Any) -> torch.Tensor:
+def _group(group: Any) -> Any:
+    """The process group object (``None``: the default group)."""
+    return group if group is not None else dist.group.WORLD
+
+
+def _all_gather(
+    inp: torch.Tensor, world: int, group: Any, timeout_s: float, what: str, *, host_wait: bool
+) -> torch.Tensor:
     """One ``all_gather`` of a 1-D tensor into [W, n], rank-major (``all_gather_single`` where torch has it).
 
     The output is allocated flat, the concatenation form, which NCCL and gloo both accept (gloo rejects [W, n]).
+    The host waits for it at most ``timeout_s`` seconds where it waits at all: with ``host_wait`` and for CPU
+    tensors (gloo); a CUDA gather without ``host_wait`` is stream-ordered, as a CUDA graph needs. A failure or a
+    timeout raises :class:`CollectiveError`.
     """
     out = torch.empty(world * inp.numel(), dtype=inp.dtype, device=inp.device)
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    gather(out, inp, group=group)
+    if not host_wait and inp.device.type != "cpu":
+        gather(out, inp, group=group)
+        return out.view(world, inp.numel())
+    t0 = time.monotonic()
+    cause: Exception | None = None
+    try:
+        work = gather(out, inp, group=group, async_op=True)
+        done = work.wait(timeout=timedelta(seconds=timeout_s))
+    except RuntimeError as e:  # gloo: "Operation timed out!", or the peer's connection closed
+        cause, done = e, False
+    if done is False:
+        elapsed = time.monotonic() - t0
+        why = "did not complete within" if elapsed >= timeout_s else "failed before"
+        raise CollectiveError(
+            f"pp3.pair: rank {dist.get_rank(group)} of {world}: the all_gather of {what} {why} the timeout of "
+            f"{timeout_s:g} s (after {elapsed:.1f} s): another rank died, stalled or is in another call; this "
+            f"process group may be unusable now (set the timeout with timeout=)"
+            + ("" if cause is None else f" [{type(cause).__name__}: {cause}]")
+        ) from cause
     return out.view(world, inp.numel())
 
 
@@ -159,11 +245,6 @@ def _collective_device(group: Any, logits: Any) -> torch.device:
     if "nccl" in str(dist.get_backend(group)):
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-def _plan_key(group: Any, offset: int, size: int, rows: int, vocab_size: int, tile: int) -> tuple[Any, ...]:
-    pg = group if group is not None else dist.group.WORLD
-    return (pg, dist.get_rank(group), dist.get_world_size(group), offset, size, rows, vocab_size, tile)
 
 
 # ------------------------------------------------------------------------------------------ setup check
@@ -177,29 +258,37 @@ class _Call:
     offset: int
     vocab_size: int
     tile: int
+    merge_local: bool
     keys: _args.RowKeys
     tau: float
 
 
 def _check_call(
-    logits: Any, vocab_offset: Any, vocab_size: Any, keys: tuple[Any, Any, Any, Any], tau: Any, tile: Any
+    logits: Any,
+    vocab_offset: Any,
+    vocab_size: Any,
+    keys: tuple[Any, Any, Any, Any],
+    tau: Any,
+    tile: Any,
+    merge_local: Any,
 ) -> _Call:
     x, offset, vsize, t = _check_layout(logits, vocab_offset, vocab_size, tile)
+    if not isinstance(merge_local, bool):
+        raise TypeError(f"merge_local: expected a bool, got {type(merge_local).__name__}")
     temp, seed, rnd, pos = (0 if k is None else k for k in keys)  # a key not given (check_shards) is not compared
-    return _Call(x, offset, vsize, t, _args.row_keys(temp, seed, rnd, pos, x.shape[0], x.device), _args.tau(tau))
+    row_keys = _args.row_keys(temp, seed, rnd, pos, x.shape[0], x.device)
+    return _Call(x, offset, vsize, t, merge_local, row_keys, _args.tau(tau))
 
 
-def _describe(call: _Call | None, given: tuple[bool, ...], error: Exception | None) -> list[int]:
+def _describe(kind: int, call: _Call | None, given: tuple[bool, ...], error: Exception | None) -> list[int]:
     """This rank's setup descriptor: its checked call, or its own caller error (reported through the gather, not
     raised: a rank that raised alone would leave the others waiting)."""
     d = [_NOT_GIVEN] * _D_LEN
-    d[_D_MAGIC] = _MAGIC
-    d[_D_ERROR] = _ERR_NONE
+    d[_D_MAGIC], d[_D_KIND], d[_D_ERROR] = _MAGIC, kind, _ERR_NONE
     if call is not None:
         x = call.shard
         d[_D_OFFSET], d[_D_SIZE], d[_D_ROWS], d[_D_VOCAB] = call.offset, x.shape[1], x.shape[0], call.vocab_size
-        d[_D_TILE] = call.tile
-        d[_D_TAU] = int(np.array(call.tau, dtype=np.float32).view(np.uint32))
+        d[_D_TILE], d[_D_TAU], d[_D_MERGE] = call.tile, _tau_bits(call.tau), int(call.merge_local)
         rows = (call.keys.temperature, call.keys.seed, call.keys.round, call.keys.position)
         for i, (t, g) in enumerate(zip(rows, given, strict=True)):
             if g:
@@ -230,6 +319,9 @@ def _problems(table: npt.NDArray[np.int64]) -> list[str]:
     if (table[:, _D_MAGIC] != _MAGIC).any():
         bad = [r for r in range(world) if table[r, _D_MAGIC] != _MAGIC]
         return [f"ranks {bad} do not run this pp3.pair protocol"]
+    kind = _differs(table, _D_KIND, "the call", lambda v: _KIND_NAMES.get(v, f"call {v}"))
+    if kind is not None:
+        return [kind]
     errors = [f"rank {r}: {_message_text(table[r])}" for r in range(world) if table[r, _D_ERROR] != _ERR_NONE]
     if errors:
         return errors
@@ -239,6 +331,7 @@ def _problems(table: npt.NDArray[np.int64]) -> list[str]:
             _differs(table, _D_ROWS, "the batch size", lambda v: f"B={v}"),
             _differs(table, _D_VOCAB, "vocab_size", lambda v: f"vocab_size={v}"),
             _differs(table, _D_TILE, "tile", lambda v: f"tile={v}"),
+            _differs(table, _D_MERGE, "merge_local", lambda v: f"merge_local={bool(v)}"),
             _differs(table, _D_TAU, "tau", lambda v: f"tau bits 0x{v:08x}"),
             *(
                 _differs(
@@ -267,6 +360,15 @@ def _problems(table: npt.NDArray[np.int64]) -> list[str]:
             end, owner = off + size, r
     if end < vocab:
         out.append(f"gap: IDs [{end}, {vocab}) are on no rank (vocab_size = {vocab})")
+    # Launch 2 merges at most MAX_TILES tiles per row (the same numbers on every rank).
+    if not out:
+        tile = int(table[0, _D_TILE])
+        tiles = 1 if table[0, _D_MERGE] else max(-(-int(s) // tile) for s in table[:, _D_SIZE])
+        if world * tiles > MAX_TILES:
+            out.append(
+                f"tile: {world} ranks x {tiles} tiles = {world * tiles} tiles per row, more than the {MAX_TILES} "
+                "that launch 2 merges; use a larger tile or merge_local=True"
+            )
     return out
 
 
@@ -282,22 +384,37 @@ def check_shards(
     *,
     group: Any = None,
     tile: int | None = None,
+    merge_local: bool = False,
+    timeout: float | None = None,
 ) -> ShardPlan:
-    """Check the shard setup of every rank of ``group`` (collective: every rank must call it) and remember it.
+    """Check the shard setup of every rank of ``group`` (collective: every rank must call it); return its plan.
 
-    One ``all_gather`` of a 44-word descriptor per rank and a host read. Raises :class:`ShardError` with the
-    same text on every rank if the shards overlap, leave a gap, or the ranks disagree on the batch size,
-    ``vocab_size``, ``tile``, ``tau`` or (those given) the per-row keys; a caller error on any rank is raised
-    on every rank (``TypeError`` on the rank that made a type error, ``ShardError`` otherwise). Returns the plan
-    that ``propose_vocab_parallel(..., checked=True)`` then looks up without communication.
+    One ``all_gather`` of a 46-word descriptor per rank and a host read, waiting at most ``timeout`` seconds
+    (``DEFAULT_TIMEOUT_S``; then :class:`CollectiveError`). Raises :class:`ShardError` with the same text on every
+    rank if the shards overlap, leave a gap, need more tiles than launch 2 merges, or the ranks disagree on the
+    batch size, ``vocab_size``, ``tile``, ``merge_local``, ``tau`` or (those given) the per-row keys; a caller
+    error on any rank is raised on every rank (``TypeError`` on the rank that made a type error, ``ShardError``
+    otherwise). The returned plan becomes the group's current plan (replacing the previous one; a failed check
+    leaves none): pass it as ``propose_vocab_parallel(..., plan=plan)`` with the same arguments (the per-row keys
+    may change) to skip the check; ``timeout`` is then the calls' default.
     """
     plan, _ = _check_setup(
-        logits_shard, vocab_offset, vocab_size, (target_temperature, seed, round, position), tau, group, tile
+        _KIND_SETUP,
+        logits_shard,
+        vocab_offset,
+        vocab_size,
+        (target_temperature, seed, round, position),
+        tau,
+        group,
+        tile,
+        merge_local,
+        timeout,
     )
     return plan
 
 
 def _check_setup(
+    kind: int,
     logits_shard: Any,
     vocab_offset: Any,
     vocab_size: Any,
@@ -305,26 +422,34 @@ def _check_setup(
     tau: Any,
     group: Any,
     tile: Any,
+    merge_local: Any,
+    timeout: Any,
 ) -> tuple[ShardPlan, _Call]:
-    """``check_shards``, also returning this rank's checked call."""
+    """``check_shards`` (``kind`` says which call runs it), also returning this rank's checked call."""
     call: _Call | None = None
     own_error: Exception | None = None
-    try:
-        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile)
-    except Exception as e:  # every caller error is reported through the gather, on every rank
+    timeout_s = DEFAULT_TIMEOUT_S
+    try:  # every caller error is reported through the gather, on every rank
+        timeout_s = _timeout(timeout)
+        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile, merge_local)
+    except Exception as e:
         own_error = e
-    desc = _describe(call, tuple(k is not None for k in keys), own_error)
-    world = dist.get_world_size(group)
-    dev = _collective_device(group, logits_shard)
-    mine = torch.tensor(desc, dtype=torch.int64).to(dev)
-    table: npt.NDArray[np.int64] = _all_gather(mine, world, group).cpu().numpy()
+    desc = _describe(kind, call, tuple(k is not None for k in keys), own_error)
+    pg = _group(group)
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    generation = 0
+    if kind == _KIND_SETUP:  # a new setup replaces the group's plan, whatever its outcome
+        generation = _SETUPS[pg] = _SETUPS.get(pg, 0) + 1
+        _CURRENT.pop(pg, None)
+    mine = torch.tensor(desc, dtype=torch.int64).to(_collective_device(group, logits_shard))
+    gathered = _all_gather(mine, world, group, timeout_s, "the setup descriptors", host_wait=True)
+    table: npt.NDArray[np.int64] = gathered.cpu().numpy()
     problems = _problems(table)
     if problems or call is None:
         text = f"pp3.pair.check_shards: inconsistent setup across {world} ranks: " + "; ".join(problems)
         if isinstance(own_error, TypeError):
             raise TypeError(text) from own_error  # its own type on the rank that made a type error (SPEC §2)
         raise ShardError(text) from own_error
-    rank = dist.get_rank(group)
     plan = ShardPlan(
         rank=rank,
         offsets=tuple(int(v) for v in table[:, _D_OFFSET]),
@@ -332,10 +457,62 @@ def _check_setup(
         rows=int(table[0, _D_ROWS]),
         vocab_size=int(table[0, _D_VOCAB]),
         tile=int(table[0, _D_TILE]),
+        merge_local=bool(table[0, _D_MERGE]),
+        tau=call.tau,
+        timeout_s=timeout_s,
+        generation=generation,
+        group=pg,
     )
-    key = _plan_key(group, plan.offsets[rank], plan.sizes[rank], plan.rows, plan.vocab_size, plan.tile)
-    _PLANS[key] = plan
+    if kind == _KIND_SETUP:
+        _CURRENT[pg] = plan
     return plan, call
+
+
+def _check_plan(plan: Any, call: _Call, group: Any) -> ShardPlan:
+    """``plan`` is the group's current plan and this rank's call matches it (host only, no communication)."""
+    if not isinstance(plan, ShardPlan):
+        raise TypeError(f"plan: expected the ShardPlan that check_shards returned, got {type(plan).__name__}")
+    pg = _group(group)
+    if plan.group is not pg:
+        raise ValueError("plan: made by check_shards on another process group than this call's group")
+    current = _CURRENT.get(pg)
+    if current != plan:
+        now = (
+            f"check_shards #{current.generation} replaced it"
+            if current is not None
+            else f"the latest check_shards (#{_SETUPS.get(pg, 0)}) on this group failed, so it has no current plan"
+        )
+        raise ValueError(
+            f"plan: stale plan: it comes from check_shards #{plan.generation} on this process group, but {now}; "
+            "pass the plan that the latest check_shards returned"
+        )
+    x = call.shard
+    got = {
+        "vocab_offset": call.offset,
+        "the shard's size V_r": x.shape[1],
+        "the batch size": x.shape[0],
+        "vocab_size": call.vocab_size,
+        "tile": call.tile,
+        "merge_local": call.merge_local,
+        "tau": call.tau,
+    }
+    want = {
+        "vocab_offset": plan.offsets[plan.rank],
+        "the shard's size V_r": plan.sizes[plan.rank],
+        "the batch size": plan.rows,
+        "vocab_size": plan.vocab_size,
+        "tile": plan.tile,
+        "merge_local": plan.merge_local,
+        "tau": plan.tau,
+    }
+    bad = [f"{k} = {got[k]} (the plan has {want[k]})" for k in got if got[k] != want[k]]
+    if bad:
+        raise ValueError(
+            f"plan: rank {plan.rank}'s call does not match the plan of check_shards #{plan.generation}: "
+            + "; ".join(bad)
+            + "; pass the arguments given to check_shards, or call check_shards again on every rank"
+        )
+    return plan
 
 
 # ------------------------------------------------------------------------------------------ messages
@@ -381,7 +558,7 @@ def shard_message(
 def _shard_message(
     x: torch.Tensor, vocab_offset: int, max_tiles: int, tile: int, merge_local: bool, launch: LaunchConfig
 ) -> torch.Tensor:
-    """``shard_message`` on checked arguments."""
+    """``shard_message`` on checked arguments (launch 1 through the public ``tile_candidates``)."""
     b, v = x.shape
     n_tiles = -(-v // tile)
     t = 1 if merge_local else max_tiles
@@ -392,11 +569,14 @@ def _shard_message(
     if v == 0:
         return msg  # an empty shard sends empty tiles only
     if not merge_local:
-        select._launch_tiles(x, vocab_offset, tile, out, 0, launch)
+        select.tile_candidates(x, id_offset=vocab_offset, tile=tile, out=out, launch=launch)
         return msg
     # An explicit buffer: launch 2 never merges these n_tiles tiles (topk does), so its tile cap does not apply.
-    local = select._empty_candidates(b, n_tiles, x.device)
-    select._launch_tiles(x, vocab_offset, tile, local, 0, launch)
+    local = Candidates(
+        keys=torch.empty((b, n_tiles, K), dtype=torch.int64, device=x.device),
+        flags=torch.empty((b, n_tiles), dtype=torch.int32, device=x.device),
+    )
+    select.tile_candidates(x, id_offset=vocab_offset, tile=tile, out=local, launch=launch)
     # A merged tile is a tile: its first K keys and the OR of its flags. Keys are uint64 held as int64: flipping
     # the sign bit makes the signed order the unsigned one, and topk on them is exact (the keys are unique).
     flipped = local.keys.view(b, n_tiles * K) ^ _SIGN64
@@ -435,8 +615,9 @@ def propose_vocab_parallel(
     *,
     group: Any = None,
     tile: int | None = None,
-    checked: bool = False,
     merge_local: bool = False,
+    plan: ShardPlan | None = None,
+    timeout: float | None = None,
     launch: LaunchConfig = DEFAULT_LAUNCH,
 ) -> Proposal:
     """One position of the selector with the vocabulary split over the ranks of ``group`` (collective).
@@ -444,30 +625,28 @@ def propose_vocab_parallel(
     ``logits_shard`` [B, V_r] holds global IDs ``[vocab_offset, vocab_offset + V_r)`` of ``vocab_size``; the
     per-row keys and ``tau`` are those of ``pp3.kernels.propose`` and must be the same on every rank. Returns
     the same ``Proposal`` on every rank, equal bit for bit to ``pp3.reference.propose`` on the whole rows.
-    ``checked=True`` skips the setup check (one collective per call) and needs an earlier ``check_shards`` with
-    the same shard, batch size, ``vocab_size`` and tile.
+
+    ``plan=None`` runs the setup check (``check_shards``'s, one more collective) first. ``plan=`` the
+    ``ShardPlan`` that the group's latest ``check_shards`` returned trusts it instead: the call raises
+    ``ValueError`` before any work if the plan is stale or this rank's shard, batch size, ``vocab_size``,
+    ``tile``, ``merge_local`` or ``tau`` differ from the plan's. ``timeout`` (seconds; default the plan's, else
+    ``DEFAULT_TIMEOUT_S``) bounds every host wait for a collective (:class:`CollectiveError`).
     """
     cfg = _args.launch_config(launch)
     keys = (target_temperature, seed, round, position)
-    if checked:
-        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile)  # before any work (§2)
-    else:
-        _, call = _check_setup(logits_shard, vocab_offset, vocab_size, keys, tau, group, tile)
-    x, offset, vsize, t = call.shard, call.offset, call.vocab_size, call.tile
-    b, v = x.shape
-    plan = _PLANS.get(_plan_key(group, offset, v, b, vsize, t))
     if plan is None:
-        raise ValueError(
-            f"checked=True: no check_shards for this rank's shard [{offset}, {offset + v}), B={b}, "
-            f"vocab_size={vsize}, tile={t}; call check_shards(...) on every rank first"
+        plan, call = _check_setup(
+            _KIND_CALL, logits_shard, vocab_offset, vocab_size, keys, tau, group, tile, merge_local, timeout
         )
-    tiles = 1 if merge_local else plan.max_tiles
-    if plan.world * tiles > MAX_TILES:
-        # The same numbers on every rank: every rank raises here, before the collective.
-        raise ValueError(
-            f"tile: {plan.world} ranks x {tiles} tiles = {plan.world * tiles} tiles per row, more than the "
-            f"{MAX_TILES} that launch 2 merges; use a larger tile or merge_local=True"
-        )
-    msg = _shard_message(x, offset, plan.max_tiles, t, merge_local, cfg)
-    gathered = _all_gather(msg, plan.world, group)  # the one collective of a position
-    return select._launch_finalize(merge_messages(gathered, b, tiles), call.keys, call.tau, cfg)
+        timeout_s = plan.timeout_s
+    else:
+        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile, merge_local)  # before any work
+        plan = _check_plan(plan, call, group)
+        timeout_s = plan.timeout_s if timeout is None else _timeout(timeout)
+    x, b = call.shard, call.shard.shape[0]
+    msg = _shard_message(x, call.offset, plan.max_tiles, call.tile, call.merge_local, cfg)
+    gathered = _all_gather(msg, plan.world, group, timeout_s, "the candidates", host_wait=False)  # the one collective
+    k = call.keys
+    return select.finalize(
+        merge_messages(gathered, b, plan.tiles), k.temperature, k.seed, k.round, k.position, call.tau, launch=cfg
+    )

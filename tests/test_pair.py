@@ -1,11 +1,15 @@
 """``pp3.pair``: the vocabulary-parallel selector over torch.distributed equals the unsharded reference (SPEC.md §9).
 
-Multi-process tests spawn W = 2, 3 and 4 gloo ranks on 127.0.0.1 (and, marked slow, a sweep of random splits on
+Multi-process tests spawn W = 2, 3, 4 and 8 gloo ranks on 127.0.0.1 (and, marked slow, a sweep of random splits on
 2 ranks); each rank runs its kernels through Triton's interpreter, so one spawn per world size runs every case
 of that size and the tests below read its results. Every rank's four fields must equal ``pp3.reference.propose``
-on the whole rows bit for bit. Bad setups must raise the same error text on every rank. Single-process tests
-cover the message packing and padding path (the all_gather simulated by stacking) for 1, 3 and 8 shards, and the
-neutrality of empty tiles.
+on the whole rows bit for bit (even and uneven splits, empty shards, a rank holding NaN or an all -inf shard, fp32,
+bf16 and mixed dtypes, per-tile and merged messages). Bad setups (overlaps, gaps, ranks disagreeing on B, V, the
+tile, merge_local, tau or the keys, a caller error on one rank) must raise the same error text on every rank; a
+stale or mismatched plan must raise before any collective. A separate 2-rank spawn plants faults, each in its own
+process group: a rank that stalls or dies must make the other raise ``CollectiveError`` within pp3's timeout.
+Single-process tests cover the message packing and padding path (the all_gather simulated by stacking) for 1, 3
+and 8 shards, the neutrality of empty tiles, and the host-side plan checks on a one-rank group.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ pytestmark = [
 FIELDS = ("status", "token", "ids", "tickets")
 V = 300
 JOIN_TIMEOUT_S = 150.0  # a hung worker fails the test instead of hanging CI
-PG_TIMEOUT_S = 60.0  # a rank left alone in a collective errors out after this
+PG_TIMEOUT_S = 60.0  # a rank left alone in a collective errors out after this (pp3's own timeout, and gloo's)
+FAULT_TIMEOUT_S = 1.0  # pp3's timeout in the planted-fault tests (only the faulted calls use it)
 NEG_NAN = np.uint32(0xFFFFFFFF).view(np.float32)  # okey 0: the lowest key a real entry can have
 
 
@@ -137,6 +142,26 @@ def case_tiny(v: int) -> Call:
     return _batch(x, [1.0, 1.0, 0.0, 1.0, 0.5], v)
 
 
+def case_ranks(sizes: list[int], seed: int, bf16: bool = False) -> Call:
+    """Rows over many small shards: one rank's shard all -inf in every row, a NaN and a +inf on single ranks,
+    tied maxima across a shard boundary, a row whose only finite entry is on the last non-empty rank."""
+    rng = np.random.default_rng(seed)
+    v = sum(sizes)
+    x = (rng.standard_normal((6, v)) * 3.0).astype(np.float32)
+    spans = [(o, s) for o, s in splits(sizes) if s > 0]
+    (o_inf, s_inf), (o_nan, _), (o_pos, _) = spans[len(spans) // 2], spans[-2], spans[1]
+    x[:, o_inf : o_inf + s_inf] = -np.inf  # a rank whose whole shard is -inf
+    x[0, o_nan] = np.nan  # NaN on one rank only -> NAN_LOGIT
+    x[1, o_pos] = np.inf  # +inf on one rank only -> POS_INF_LOGIT
+    b0 = spans[1][0]  # tied maxima on both sides of a boundary: the lower ID wins
+    x[2, b0 - 1] = x[2, b0] = 9.0
+    x[3, b0 - 1] = x[3, b0] = 9.0
+    x[4, :] = -np.inf
+    x[4, spans[-1][0]] = 0.5  # one finite entry, on the last non-empty shard
+    bits = (x.view(np.uint32) >> 16).astype(np.uint16) if bf16 else x  # bf16 by truncation: ±inf and NaN stay so
+    return _batch(bits, [1.0, 1.0, 0.0, 0.7, 1.0, 2.0], seed, bf16=bf16)
+
+
 def splits(sizes: list[int]) -> list[tuple[int, int]]:
     """(offset, size) per rank for contiguous shards of the given sizes, in rank order."""
     offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
@@ -145,16 +170,26 @@ def splits(sizes: list[int]) -> list[tuple[int, int]]:
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One collective call on every rank: a proposal (``batch``) or a bad setup check (``setup``)."""
+    """One collective call on every rank: a proposal (``batch``), a bad setup (no batch) or a stale-plan check.
+
+    Setup jobs call ``check_shards`` (``via`` "propose": ``propose_vocab_parallel(plan=None)``) with per-rank
+    settings; every rank must raise."""
 
     name: str
     shards: list[tuple[int, int]]  # (vocab_offset, size) per rank
     tile: int = 32
     batch: Call | None = None
-    checked: bool = True  # check_shards first, then propose with checked=True; False: propose checks itself
+    trusted: bool = True  # check_shards, then propose with plan=; False: propose with plan=None checks itself
     merge_local: bool = False
+    widen: tuple[int, ...] = ()  # these ranks pass their (bf16) shard widened to float32
+    stale: list[tuple[int, int]] | None = None  # a later setup's shards: the plan of `shards` goes stale
+    via: list[str] | None = None  # per rank, for setup jobs: "check" (the default) or "propose" (plan=None)
     rows: list[int] | None = None  # per rank, for setup jobs (default 2)
     vocab: list[int] | None = None  # per rank, for setup jobs (default V)
+    tiles: list[int] | None = None  # per rank, for setup jobs (default `tile`)
+    merges: list[bool] | None = None  # per rank, for setup jobs (default False)
+    seeds: list[int] | None = None  # per rank, for setup jobs (default 1)
+    taus: list[float] | None = None  # per rank, for setup jobs (default DEFAULT_TAU)
     bad_dtype_rank: int = -1  # this rank passes float64 logits (a caller error on one rank only)
 
 
@@ -169,24 +204,37 @@ def sweep_jobs() -> list[Job]:
     return jobs
 
 
+W8_UNEVEN = [0, 5, 40, 1, 20, 9, 12, 8]  # V = 95: an empty shard, one of 2 tiles (tile 32), a 1-entry shard
+
+
 def jobs_for(world: int) -> list[Job]:
     if world == 0:
         return sweep_jobs()
     if world == 2:
+        half = [(0, 150), (150, 150)]
         return [
             Job("uneven", splits([97, 203]), 32, case_random(1)),  # 4 vs 7 tiles: padding
-            Job("uneven_unchecked", splits([203, 97]), 64, case_random(2), checked=False),  # 4 vs 2 tiles
+            Job("uneven_plan_none", splits([203, 97]), 64, case_random(2), trusted=False),  # 4 vs 2 tiles
             Job("nonfinite", splits([200, 100]), 64, case_nonfinite(200)),
             Job("ties", splits([150, 150]), 32, case_ties(150)),
             Job("ties_merged", splits([150, 150]), 64, case_ties(150), merge_local=True),
             # rank 1 holds the low IDs: the rank order does not matter
             Job("swapped", [(120, 180), (0, 120)], 32, case_nonfinite(120)),
+            Job("mixed_dtype", splits([64, 236]), 64, case_bf16(8), widen=(1,)),  # bf16 and fp32 shards
             Job("overlap", [(0, 160), (150, 150)]),
             Job("gap", [(0, 140), (150, 150)]),
-            Job("batch", [(0, 150), (150, 150)], rows=[2, 3]),
-            Job("vocab", [(0, 150), (150, 150)], vocab=[300, 301]),
-            Job("dtype", [(0, 150), (150, 150)], bad_dtype_rank=1),
-            Job("no_plan", splits([150, 150]), 128, case_random(3)),  # checked=True without check_shards
+            Job("past_vocab", [(0, 150), (150, 151)]),  # rank 1's shard ends past V: its own caller error
+            Job("batch", half, rows=[2, 3]),
+            Job("vocab", half, vocab=[300, 301]),
+            Job("tile", half, tiles=[32, 64]),
+            Job("merge", half, merges=[False, True]),
+            Job("merge_call", half, merges=[True, False], via=["propose"] * 2),  # issue 16: gloo aborted a rank
+            Job("calls", half, via=["check", "propose"]),  # the ranks are in different calls
+            Job("seed", half, seeds=[1, 2]),
+            Job("tau", half, taus=[0.7, 0.75]),
+            Job("dtype", half, bad_dtype_rank=1),
+            # a second setup makes the first plan stale; the check needs no collective
+            Job("stale", splits([150, 150]), 256, case_random(3), stale=splits([100, 200])),
         ]
     if world == 3:
         return [
@@ -196,14 +244,52 @@ def jobs_for(world: int) -> list[Job]:
             Job("overlap", [(0, 100), (100, 100), (150, 150)]),
             Job("tiny", splits([7, 0, 13]), 32, case_tiny(20)),  # V = 20 < K, an empty shard on rank 1
         ]
-    return [
-        Job("uneven", splits([1, 100, 64, 135]), 32, case_random(4)),
-        Job("ties", splits([75, 75, 75, 75]), 32, case_ties(150)),
-        Job("gap", [(0, 75), (75, 75), (150, 75), (226, 74)]),
+    if world == 4:
+        return [
+            Job("uneven", splits([1, 100, 64, 135]), 32, case_random(4)),
+            Job("ties", splits([75, 75, 75, 75]), 32, case_ties(150)),
+            Job("gap", [(0, 75), (75, 75), (150, 75), (226, 74)]),
+        ]
+    v8 = sum(W8_UNEVEN)
+    return [  # world 8: tiny V and few rows (8 interpreter processes on CI's 2 cores)
+        Job("uneven", splits(W8_UNEVEN), 32, case_ranks(W8_UNEVEN, 81)),
+        Job("even_bf16_merged", splits([12] * 8), 32, case_ranks([12] * 8, 82, bf16=True), merge_local=True),
+        Job("seed", splits(W8_UNEVEN), vocab=[v8] * 8, seeds=[1] * 7 + [5]),
+        Job("overlap", [*splits(W8_UNEVEN)[:7], (v8 - 9, 8)], vocab=[v8] * 8),
     ]
 
 
 # ---------------------------------------------------------------------------------------------------- workers
+
+
+def _error(e: Exception) -> dict[str, Any]:
+    return {"error": type(e).__name__, "text": str(e)}
+
+
+def _run_setup(job: Job, rank: int, world: int) -> dict[str, Any]:
+    """A setup with per-rank settings that must fail on every rank."""
+    import torch
+
+    from pp3 import pair
+    from pp3.reference._constants import DEFAULT_TAU
+
+    def pick(per_rank: list[Any] | None, default: Any) -> Any:
+        return default if per_rank is None else per_rank[rank]
+
+    offset, size = job.shards[rank]
+    dtype = torch.float64 if rank == job.bad_dtype_rank else torch.float32
+    x = torch.zeros((pick(job.rows, 2), size), dtype=dtype)
+    vocab, tile, merge = pick(job.vocab, V), pick(job.tiles, job.tile), pick(job.merges, False)
+    keys = (1.0, pick(job.seeds, 1), 2, 3)
+    try:
+        if pick(job.via, "check") == "propose":
+            pair.propose_vocab_parallel(x, offset, vocab, *keys, pick(job.taus, DEFAULT_TAU), tile=tile,
+                                        merge_local=merge)
+        else:
+            pair.check_shards(x, offset, vocab, *keys, pick(job.taus, DEFAULT_TAU), tile=tile, merge_local=merge)
+    except (TypeError, ValueError) as e:
+        return _error(e)
+    return {"error": None}
 
 
 def _run_job(job: Job, rank: int, world: int) -> dict[str, Any]:
@@ -211,32 +297,88 @@ def _run_job(job: Job, rank: int, world: int) -> dict[str, Any]:
 
     from pp3 import pair
 
-    offset, size = job.shards[rank]
-    if job.batch is None:  # a setup check that must fail on every rank
-        rows = (job.rows or [2] * world)[rank]
-        vocab = (job.vocab or [V] * world)[rank]
-        dtype = torch.float64 if rank == job.bad_dtype_rank else torch.float32
-        x = torch.zeros((rows, size), dtype=dtype)
-        try:
-            pair.check_shards(x, offset, vocab, 1.0, 1, 2, 3, group=None, tile=job.tile)
-        except (TypeError, ValueError) as e:
-            return {"error": type(e).__name__, "text": str(e)}
-        return {"error": None}
+    if job.batch is None:
+        return _run_setup(job, rank, world)
     bt = job.batch
     temp, seed, rnd, pos = bt.kernel_row_args("cpu")
-    args = (bt.torch_logits("cpu")[:, offset : offset + size], offset, bt.v, temp, seed, rnd, pos, bt.tau)
+
+    def args(shards: list[tuple[int, int]]) -> tuple[Any, ...]:
+        offset, size = shards[rank]
+        x = bt.torch_logits("cpu")[:, offset : offset + size]
+        return (x.to(torch.float32) if rank in job.widen else x, offset, bt.v, temp, seed, rnd, pos, bt.tau)
+
+    kw: dict[str, Any] = {"tile": job.tile, "merge_local": job.merge_local}
+    if job.stale is not None:  # plan a, then plan b: a is stale, and b does not match a's arguments
+        plan_a = pair.check_shards(*args(job.shards), **kw)
+        plan_b = pair.check_shards(*args(job.stale), **kw)
+        res: dict[str, Any] = {"error": None}
+        for what, shards, plan in (("stale", job.shards, plan_a), ("mismatch", job.shards, plan_b)):
+            try:
+                pair.propose_vocab_parallel(*args(shards), **kw, plan=plan)
+                res[what] = {"error": None}
+            except (TypeError, ValueError) as e:
+                res[what] = _error(e)
+        out = pair.propose_vocab_parallel(*args(job.stale), **kw, plan=plan_b)  # the current plan still works
+        return res | {f: getattr(out, f).numpy() for f in FIELDS}
     try:
-        if job.checked and job.name != "no_plan":
-            pair.check_shards(*args, tile=job.tile)
-        out = pair.propose_vocab_parallel(
-            *args, tile=job.tile, checked=job.checked, merge_local=job.merge_local
-        )
+        trusted = pair.check_shards(*args(job.shards), **kw) if job.trusted else None
+        out = pair.propose_vocab_parallel(*args(job.shards), **kw, plan=trusted)
     except (TypeError, ValueError) as e:
-        return {"error": type(e).__name__, "text": str(e)}
+        return _error(e)
     return {"error": None, **{f: getattr(out, f).numpy() for f in FIELDS}}
 
 
-def _worker(rank: int, world: int, port: int, outdir: str, jobs: list[Job]) -> None:
+FAULTS = ("stall_setup", "stall_call", "mismatch_call", "dead")
+
+
+def _run_faults(rank: int, results: dict[str, Any], save: Any) -> None:
+    """Planted faults on 2 ranks, each in a process group of its own (a timed-out gather stays pending in its group,
+    so no group is used after its fault). Rank 1 stalls, calls with a mismatched plan, or dies; rank 0 must raise
+    ``CollectiveError`` within ``FAULT_TIMEOUT_S``."""
+    import torch.distributed as dist
+
+    from pp3 import pair
+
+    bt = case_tiny(40)
+    temp, seed, rnd, pos = bt.kernel_row_args("cpu")
+    offset, size = splits([16, 24])[rank]
+    args = (bt.torch_logits("cpu")[:, offset : offset + size], offset, bt.v, temp, seed, rnd, pos, bt.tau)
+
+    def timed(fn: Any, **kw: Any) -> dict[str, Any]:
+        t0 = time.monotonic()
+        try:
+            fn(*args, tile=32, **kw)
+            res: dict[str, Any] = {"error": None}
+        except (pair.CollectiveError, TypeError, ValueError) as e:
+            res = _error(e)
+        return res | {"seconds": time.monotonic() - t0}
+
+    propose, fast = pair.propose_vocab_parallel, FAULT_TIMEOUT_S
+    for name in FAULTS:
+        g = dist.new_group([0, 1], timeout=timedelta(seconds=PG_TIMEOUT_S))
+        if name == "stall_setup":  # rank 1 never joins the setup check
+            if rank == 0:
+                results[name] = timed(pair.check_shards, group=g, timeout=fast)
+            else:
+                time.sleep(fast + 0.5)
+            continue
+        plan = pair.check_shards(*args, group=g, tile=32, timeout=PG_TIMEOUT_S)
+        if name == "stall_call":  # rank 1 never joins the per-position gather
+            if rank == 0:
+                results[name] = timed(propose, group=g, plan=plan, timeout=fast)
+            else:
+                time.sleep(fast + 0.5)
+        elif name == "mismatch_call":  # rank 1 calls with merge_local=True against a per-tile plan
+            results[name] = timed(propose, group=g, merge_local=rank == 1, plan=plan, timeout=fast)
+        else:  # rank 1 dies after the setup
+            if rank == 1:
+                save()
+                os._exit(0)
+            results[name] = timed(propose, group=g, plan=plan, timeout=fast)
+
+
+def _worker(rank: int, world: int, port: int, outdir: str, jobs: list[Job] | None) -> None:
+    """Run ``jobs`` (``None``: the planted faults) on this rank; its results go to ``outdir/rank{rank}.pkl``."""
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported in this process
     import warnings
 
@@ -244,6 +386,7 @@ def _worker(rank: int, world: int, port: int, outdir: str, jobs: list[Job]) -> N
     import torch.distributed as dist
 
     results: dict[str, Any] = {}
+    path = Path(outdir, f"rank{rank}.pkl")
     code = 0
     try:
         dist.init_process_group(
@@ -253,14 +396,17 @@ def _worker(rank: int, world: int, port: int, outdir: str, jobs: list[Job]) -> N
             world_size=world,
             timeout=timedelta(seconds=PG_TIMEOUT_S),
         )
-        for job in jobs:
-            results[job.name] = _run_job(job, rank, world)
+        if jobs is None:
+            _run_faults(rank, results, lambda: path.write_bytes(pickle.dumps(results)))
+        else:
+            for job in jobs:
+                results[job.name] = _run_job(job, rank, world)
     except BaseException:
         results["__crash__"] = traceback.format_exc()
         code = 1
     finally:
-        Path(outdir, f"rank{rank}.pkl").write_bytes(pickle.dumps(results))
-        if dist.is_initialized():
+        path.write_bytes(pickle.dumps(results))
+        if dist.is_initialized() and jobs is not None:  # after the faults, gathers are pending: just exit
             dist.destroy_process_group()
     os._exit(code)  # exit explicitly: nothing left to run at interpreter shutdown
 
@@ -271,8 +417,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def spawn(world: int, jobs: list[Job]) -> list[dict[str, Any]]:
-    """Run ``jobs`` on ``world`` gloo ranks; every rank's results, or a test failure (crash or timeout)."""
+def spawn(world: int, jobs: list[Job] | None) -> list[dict[str, Any]]:
+    """Run ``jobs`` (``None``: the planted faults) on ``world`` gloo ranks; every rank's results, or a test failure
+    (crash or timeout)."""
     import torch.multiprocessing as tmp
 
     outdir = tempfile.mkdtemp(prefix=f"pp3_pair_w{world}_")
@@ -317,9 +464,10 @@ _RUNS: dict[int, list[dict[str, Any]]] = {}
 
 
 def run_world(world: int) -> list[dict[str, Any]]:
-    """Every rank's results for the jobs of ``world`` ranks (world 0: the slow sweep, on 2 ranks), spawned once."""
+    """Every rank's results for the jobs of ``world`` ranks (world 0: the slow sweep, on 2 ranks; world -1: the
+    planted faults, on 2 ranks), spawned once."""
     if world not in _RUNS:
-        _RUNS[world] = spawn(world or 2, jobs_for(world))
+        _RUNS[world] = spawn(2 if world <= 0 else world, None if world < 0 else jobs_for(world))
     return _RUNS[world]
 
 
@@ -331,17 +479,21 @@ def _job(world: int, name: str) -> Job:
 
 PROPOSALS = [
     pytest.param(2, "uneven", id="w2-uneven-97-203-tile32"),
-    pytest.param(2, "uneven_unchecked", id="w2-uneven-203-97-tile64-checked=False"),
+    pytest.param(2, "uneven_plan_none", id="w2-uneven-203-97-tile64-plan=None"),
     pytest.param(2, "nonfinite", id="w2-nan-inf-one-shard"),
     pytest.param(2, "ties", id="w2-ties-across-boundary"),
     pytest.param(2, "ties_merged", id="w2-ties-merge_local"),
     pytest.param(2, "swapped", id="w2-rank1-holds-low-ids"),
+    pytest.param(2, "mixed_dtype", id="w2-bf16-and-fp32-shards"),
+    pytest.param(2, "stale", id="w2-current-plan-after-a-second-setup"),
     pytest.param(3, "uneven", id="w3-uneven-31-236-33"),
     pytest.param(3, "ties", id="w3-ties-across-boundary"),
     pytest.param(3, "bf16", id="w3-bf16-subnormals"),
     pytest.param(3, "tiny", id="w3-V20-7-0-13-empty-shard"),
     pytest.param(4, "uneven", id="w4-uneven-1-100-64-135"),
     pytest.param(4, "ties", id="w4-ties"),
+    pytest.param(8, "uneven", id="w8-uneven-empty-shard-all-inf-shard-nan"),
+    pytest.param(8, "even_bf16_merged", id="w8-even-bf16-merge_local"),
     *(pytest.param(0, j.name, id=f"w2-{j.name}", marks=pytest.mark.slow) for j in sweep_jobs()),
 ]
 
@@ -362,12 +514,31 @@ BAD_SETUPS = [
     pytest.param(2, "overlap", "ShardError", "overlapping shards: rank 0 covers [0, 160) and rank 1 covers [150, 300)",
                  id="w2-overlap"),
     pytest.param(2, "gap", "ShardError", "gap: IDs [140, 150) are on no rank", id="w2-gap"),
+    pytest.param(2, "past_vocab", "ShardError",
+                 "rank 1: ValueError: vocab_offset: the shard [150, 301) ends past vocab_size = 300", id="w2-past-V"),
     pytest.param(2, "batch", "ShardError", "the batch size differs across ranks: rank 0 has B=2, rank 1 has B=3",
                  id="w2-batch"),
     pytest.param(2, "vocab", "ShardError", "vocab_size differs across ranks", id="w2-vocab"),
+    pytest.param(2, "tile", "ShardError", "tile differs across ranks: rank 0 has tile=32, rank 1 has tile=64",
+                 id="w2-tile"),
+    pytest.param(2, "merge", "ShardError",
+                 "merge_local differs across ranks: rank 0 has merge_local=False, rank 1 has merge_local=True",
+                 id="w2-merge_local"),
+    pytest.param(2, "merge_call", "ShardError",
+                 "merge_local differs across ranks: rank 0 has merge_local=True, rank 1 has merge_local=False",
+                 id="w2-merge_local-plan=None"),
+    pytest.param(2, "calls", "ShardError",
+                 "the call differs across ranks: rank 0 has check_shards, rank 1 has propose_vocab_parallel(plan=None)",
+                 id="w2-different-calls"),
+    pytest.param(2, "seed", "ShardError", "seed (digest) differs across ranks", id="w2-seed"),
+    pytest.param(2, "tau", "ShardError", "tau differs across ranks", id="w2-tau"),
     pytest.param(3, "overlap", "ShardError",
                  "overlapping shards: rank 1 covers [100, 200) and rank 2 covers [150, 300)", id="w3-overlap"),
     pytest.param(4, "gap", "ShardError", "gap: IDs [225, 226) are on no rank", id="w4-gap"),
+    pytest.param(8, "seed", "ShardError", "seed (digest) differs across ranks", id="w8-seed-on-rank-7"),
+    pytest.param(8, "overlap", "ShardError",
+                 "overlapping shards: rank 6 covers [75, 87) and rank 7 covers [86, 94); gap: IDs [94, 95) are on "
+                 "no rank", id="w8-overlap-and-gap"),
 ]
 
 
@@ -389,10 +560,37 @@ def test_caller_error_on_one_rank_raises_on_every_rank() -> None:
     assert "rank 1: TypeError: logits_shard: expected float32, float16 or bfloat16, got torch.float64" in a["text"]
 
 
-def test_checked_needs_check_shards() -> None:
-    for res in run_world(2):
-        assert res["no_plan"]["error"] == "ValueError"
-        assert "call check_shards(...) on every rank first" in res["no_plan"]["text"]
+def test_stale_plan_raises_on_every_rank() -> None:
+    """After a second setup, the first plan raises on every rank, and so do the first setup's arguments with the
+    second plan (before the collective: no rank waits); the second plan with its own arguments gives the reference
+    (test_pair_equals_reference, w2-current-plan-after-a-second-setup)."""
+    for rank, res in enumerate(run_world(2)):
+        stale, mismatch = res["stale"]["stale"], res["stale"]["mismatch"]
+        assert stale["error"] == "ValueError", f"rank {rank}: {stale}"
+        assert "stale plan: it comes from check_shards #" in stale["text"]
+        assert mismatch["error"] == "ValueError", f"rank {rank}: {mismatch}"
+        if rank == 1:
+            assert "vocab_offset = 150 (the plan has 100)" in mismatch["text"]
+        assert f"the shard's size V_r = 150 (the plan has {(100, 200)[rank]})" in mismatch["text"]
+
+
+def test_faults_make_the_others_raise_within_the_timeout() -> None:
+    """A rank that stalls (never joins), calls against the plan, or dies makes the other raise CollectiveError
+    within pp3's timeout (FAULT_TIMEOUT_S), far below the process group's own (PG_TIMEOUT_S)."""
+    r0, r1 = run_world(-1)
+    bound = FAULT_TIMEOUT_S + 8.0  # the timeout, plus launch 1 under the interpreter on a loaded CI machine
+    assert bound < PG_TIMEOUT_S
+    for name in FAULTS:
+        got = r0[name]
+        assert got["error"] == "CollectiveError", f"{name}: rank 0 got {got}"
+        assert got["seconds"] < bound, f"{name}: rank 0 raised after {got['seconds']:.1f} s"
+        assert got["text"].startswith("pp3.pair: rank 0 of 2: the all_gather of"), got["text"]
+        if name != "dead":  # a stalled peer: the full timeout
+            assert got["seconds"] >= FAULT_TIMEOUT_S * 0.9, f"{name}: raised after {got['seconds']:.2f} s"
+            assert f"did not complete within the timeout of {FAULT_TIMEOUT_S:g} s" in got["text"]
+    bad = r1["mismatch_call"]
+    assert bad["error"] == "ValueError" and bad["seconds"] < bound, bad
+    assert "merge_local = True (the plan has False)" in bad["text"]
 
 
 # ------------------------------------------------------------------------------------ single process: packing
@@ -534,14 +732,100 @@ def test_world_of_one(world_of_one: Any, merge: bool) -> None:
         assert_equal(got[f], want[f], f"W = 1, merge_local={merge}: {f}")
 
 
-def test_too_many_tiles_rejected_before_work(world_of_one: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """More tiles than launch 2 merges: a ValueError before launch 1 (the same on every rank, so nobody waits)."""
+def test_too_many_tiles_rejected_at_setup(world_of_one: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More tiles than launch 2 merges: a ShardError from check_shards (the same on every rank, so nobody waits)."""
     import torch
 
     pair = world_of_one
     monkeypatch.setattr(pair, "MAX_TILES", 4)
     x = torch.zeros(1, 300)
-    pair.check_shards(x, 0, V, tile=32)
-    with pytest.raises(ValueError, match="that launch 2 merges; use a larger tile or merge_local=True"):
-        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=32, checked=True)
-    pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=32, checked=True, merge_local=True)  # 1 tile: fine
+    with pytest.raises(pair.ShardError, match="that launch 2 merges; use a larger tile or merge_local=True"):
+        pair.check_shards(x, 0, V, tile=32)
+    with pytest.raises(pair.ShardError, match="that launch 2 merges"):
+        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=32)  # plan=None: the same check
+    plan = pair.check_shards(x, 0, V, tile=32, merge_local=True)  # 1 tile: fine
+    pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=32, merge_local=True, plan=plan)
+
+
+def test_plan_records_the_setup(world_of_one: Any) -> None:
+    import torch
+
+    pair = world_of_one
+    plan = pair.check_shards(torch.zeros(2, V), 0, V, tau=0.5, tile=64, merge_local=True)
+    assert (plan.rank, plan.offsets, plan.sizes, plan.rows, plan.vocab_size) == (0, (0,), (V,), 2, V)
+    assert (plan.tile, plan.merge_local, plan.tiles, plan.max_tiles, plan.tau) == (64, True, 1, 5, 0.5)
+    assert plan.timeout_s == pair.DEFAULT_TIMEOUT_S == 300.0
+    assert pair.check_shards(torch.zeros(2, V), 0, V, tile=64, timeout=7).timeout_s == 7.0
+
+
+# Each: the call's arguments against a plan of check_shards(zeros(2, V), 0, V, tau=0.7, tile=64).
+MISMATCHES = [
+    pytest.param({"x": (2, V - 1), "offset": 1}, "vocab_offset = 1 (the plan has 0); the shard's size V_r = 299",
+                 id="offset-and-size"),
+    pytest.param({"x": (2, V - 1)}, "the shard's size V_r = 299 (the plan has 300)", id="size"),
+    pytest.param({"x": (3, V)}, "the batch size = 3 (the plan has 2)", id="batch"),
+    pytest.param({"vocab": V + 1}, "vocab_size = 301 (the plan has 300)", id="vocab"),
+    pytest.param({"tile": 32}, "tile = 32 (the plan has 64)", id="tile"),
+    pytest.param({"tile": None}, "tile = ", id="tile-None-is-auto-not-the-plan's"),
+    pytest.param({"merge_local": True}, "merge_local = True (the plan has False)", id="merge_local"),
+    pytest.param({"tau": 0.5}, "tau = 0.5 (the plan has 0.699999988079071)", id="tau"),
+]
+
+
+@pytest.mark.parametrize(("change", "text"), MISMATCHES)
+def test_plan_mismatch_raises_before_work(world_of_one: Any, change: dict[str, Any], text: str) -> None:
+    """A trusted call whose exchange settings differ from its plan's raises on the host before any collective."""
+    import torch
+
+    pair = world_of_one
+    plan = pair.check_shards(torch.zeros(2, V), 0, V, tau=0.7, tile=64)
+    x = torch.zeros(change.get("x", (2, V)))
+    kw = {"tile": change.get("tile", 64), "merge_local": change.get("merge_local", False)}
+    if change.get("tile", 64) is None and pair._args.tile(None, V) == 64:
+        pytest.skip("the automatic tile of V is the plan's")
+    with pytest.raises(ValueError, match=r"plan: rank 0's call does not match the plan of check_shards #\d+: ") as e:
+        pair.propose_vocab_parallel(x, change.get("offset", 0), change.get("vocab", V), 1.0, 1, 2, 3,
+                                    change.get("tau", 0.7), **kw, plan=plan)
+    assert text in str(e.value)
+
+
+def test_stale_or_foreign_plan_raises(world_of_one: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    pair = world_of_one
+    x = torch.zeros(2, V)
+    first = pair.check_shards(x, 0, V, tile=64)
+    second = pair.check_shards(x, 0, V, tile=64)  # the same setup again: still a new plan
+    assert second.generation == first.generation + 1
+    with pytest.raises(ValueError, match=r"stale plan: it comes from check_shards #\d+ .* but check_shards #\d+ "
+                                         r"replaced it"):
+        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=64, plan=first)
+    with pytest.raises(pair.ShardError):
+        pair.check_shards(x, 0, V + 1, tile=64)  # a gap: a failed setup leaves no current plan
+    with pytest.raises(ValueError, match="failed, so it has no current plan"):
+        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=64, plan=second)
+    with pytest.raises(TypeError, match="plan: expected the ShardPlan"):
+        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=64, plan=True)
+    other = dist.new_group([0])
+    plan = pair.check_shards(x, 0, V, tile=64, group=other)
+    with pytest.raises(ValueError, match="another process group"):
+        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=64, plan=plan)  # group=None: the default group
+    with pytest.raises(ValueError, match="call does not match"):  # the subgroup's plan is its own
+        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, 0.5, tile=64, plan=plan, group=other)
+
+
+@pytest.mark.parametrize(("timeout", "kind"), [(0, "ShardError"), (-1.0, "ShardError"), (float("inf"), "ShardError"),
+                                               ("5", "TypeError"), (True, "TypeError")])
+def test_bad_timeout(world_of_one: Any, timeout: Any, kind: str) -> None:
+    """A bad timeout is a caller error: gathered by check_shards, raised before any work on a trusted call."""
+    import torch
+
+    pair = world_of_one
+    x = torch.zeros(2, V)
+    with pytest.raises((pair.ShardError, TypeError), match="timeout: expected") as e:
+        pair.check_shards(x, 0, V, tile=64, timeout=timeout)
+    assert type(e.value).__name__ == kind
+    plan = pair.check_shards(x, 0, V, tile=64)
+    with pytest.raises((ValueError, TypeError), match="timeout: expected"):
+        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=64, plan=plan, timeout=timeout)
