@@ -20,8 +20,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
 from pp3 import reference as ref  # noqa: E402
-from pp3.kernels import _select, config, expf, propose  # noqa: E402
+from pp3.kernels import _common, _select, config, expf, propose  # noqa: E402
 from pp3.testing.golden import Case, Expected, load_golden, row_mismatch  # noqa: E402
 
 pytestmark = pytest.mark.interpreter
@@ -244,3 +247,29 @@ def test_pdl_default_and_switch(
     on, off = config.LaunchConfig(pdl=True), config.LaunchConfig(pdl=False)
     assert config.use_pdl(torch.device("cuda", 0), off) is False
     assert config.use_pdl(torch.device("cuda", 0), on) is (capability[0] >= 9 and interpret == "0")
+
+
+@triton.jit
+def _tree_kernel(w_ptr: tl.tensor, out_ptr: tl.tensor, N: tl.constexpr, LOG: tl.constexpr) -> None:
+    row = tl.program_id(0).to(tl.int64)
+    w = tl.load(w_ptr + row * N + tl.arange(0, N))
+    tl.store(out_ptr + row, _common._tree(w, N, LOG))
+
+
+@pytest.mark.parametrize("n", [32, 512, 4096])  # the selector's slots; the verifier's tile; a larger tile
+def test_kernel_tree_is_the_adjacent_pairs_tree(n: int) -> None:
+    """§5.4 / §11.4: ``_common._tree`` adds adjacent pairs first. Row 0 separates it from other orders: 1, 0,
+    2^-53, 2^-53, then zeros sums to 1 + 2^-52 by the tree, to 1 by a left fold or by pairing halves first (i with
+    i + n/2: 1 + 2^-53 rounds to 1 twice). Rows 1-3: random weights over 40 binades, against the reference's tree."""
+    from pp3.reference import tickets
+
+    rng = np.random.default_rng(n)
+    w = np.zeros((4, n), dtype=np.float64)
+    w[0, :4] = [1.0, 0.0, 2.0**-53, 2.0**-53]
+    w[1:] = rng.random((3, n)) * 2.0 ** rng.integers(-40, 0, (3, n))
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    out = torch.empty(4, dtype=torch.float64, device=dev)
+    _tree_kernel[(4,)](torch.from_numpy(w).to(dev), out, N=n, LOG=n.bit_length() - 1, **config.EXACT)
+    got = out.cpu().numpy()
+    assert got[0] == 1.0 + 2.0**-52
+    np.testing.assert_array_equal(got.view(np.uint64), tickets.pairwise_sum(w).view(np.uint64))

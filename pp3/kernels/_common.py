@@ -129,8 +129,11 @@ def _tree(w: tl.tensor, N: tl.constexpr, LOG: tl.constexpr) -> tl.tensor:
     backend); a scalar."""
     s = w
     for i in tl.static_range(LOG):
-        a, c = tl.split(tl.reshape(s, [N >> (i + 1), 2]))
-        s = a + c
+        # Level i + 1: a sum over an axis of two is one addition, a + b = b + a (IEEE addition commutes), so the
+        # order inside the pair is free and Triton keeps the work spread over the threads (a shuffle and one add per
+        # level). tl.split + add gave the same bits but gathered the whole tree into every thread: 511 fp64 adds per
+        # thread for 512 entries instead of 25 (static SASS, bench/NOTES.md "Verifier attempt 3").
+        s = tl.sum(tl.reshape(s, [N >> (i + 1), 2]), axis=1)
     return tl.sum(s, axis=0)  # one element: no rounding
 
 
