@@ -1,7 +1,7 @@
 """The Triton selector against the golden vectors, its argument checks, its exponential, and its compiled code.
 
-Runs the kernels through Triton's interpreter on the CPU (TRITON_INTERPRET=1, set by the Makefile and below) or
-natively on a CUDA GPU. Kernel-vs-reference fuzzing and invariances live in proptests/.
+Runs the kernels through Triton's interpreter on the CPU (TRITON_INTERPRET=1, set by the Makefile and by conftest.py
+where no GPU is listed) or natively on a CUDA GPU. Kernel-vs-reference fuzzing and invariances live in proptests/.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported (no effect if a GPU run unset it)
 
 import numpy as np
 import pytest
