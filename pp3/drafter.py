@@ -124,6 +124,14 @@ def greedy_select(shards: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.T
     return token, status
 
 
+def _checked_tile(tile: Any, vocab: int) -> int:
+    """The selector's tile rules on every backend (the reference ignores the tile, but a bad one is refused alike).
+    Imported here: the greedy path (``tile=None``) imports no kernel code."""
+    from pp3.kernels import _args
+
+    return _args.tile(tile, vocab)
+
+
 class TPDrafter:
     """A fixed-depth drafting loop around a ``DraftModel`` (whole or vocabulary-sharded logits)."""
 
@@ -136,7 +144,9 @@ class TPDrafter:
         backend: Backend = "auto",
         tile: int | None = None,
     ) -> None:
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        if isinstance(depth, bool) or not isinstance(depth, int):
+            raise TypeError(f"depth: expected an int >= 1, got {type(depth).__name__}")
+        if depth < 1:
             raise ValueError(f"depth: expected an int >= 1, got {depth!r}")
         if backend not in ("auto", "triton", "reference"):
             raise ValueError(f"backend: expected 'auto', 'triton' or 'reference', got {backend!r}")
@@ -146,7 +156,7 @@ class TPDrafter:
         self.depth = depth
         self.tau = float(as_tau(tau))
         self.backend: Backend = backend
-        self.tile = tile
+        self.tile = None if tile is None else _checked_tile(tile, model.vocab_size)
 
     # -------------------------------------------------------------------------------------------- greedy path
     def draft(self, context: torch.Tensor) -> Draft:

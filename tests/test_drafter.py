@@ -99,10 +99,20 @@ def test_draft_is_depth_steps_of_the_t0_selector() -> None:
 
 def test_depth_is_fixed_and_validated() -> None:
     m = MarkovDrafter.random(8, 2)
-    for bad in (0, -1, 2.5, True):
-        with pytest.raises(ValueError, match="depth"):
+    for bad, error in ((0, ValueError), (-1, ValueError), (2.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="depth"):
             TPDrafter(m, bad)  # type: ignore[arg-type]
     assert TPDrafter(m, 3).draft(torch.zeros((2, 1), dtype=torch.int64)).tokens.shape == (2, 3)
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference", "triton"])
+@pytest.mark.parametrize(("tile", "error"), [(48, ValueError), (16, ValueError), (1 << 17, ValueError),
+                                              (64.0, TypeError), (True, TypeError)])
+def test_tile_is_checked_on_every_backend(backend: str, tile: object, error: type[Exception]) -> None:
+    """The selector's tile rules (a power of two in 32 .. 2^16), when the drafter is built, whatever the backend."""
+    with pytest.raises(error, match="tile"):
+        TPDrafter(MarkovDrafter.random(8, 2), 2, backend=backend, tile=tile)  # type: ignore[arg-type]
+    assert TPDrafter(MarkovDrafter.random(8, 2), 2, backend=backend, tile=64).tile == 64  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------------------------- sampled path
