@@ -247,7 +247,8 @@ class _TritonSteps:
         from pp3.kernels.config import DEFAULT_LAUNCH
 
         xs, tile = select._check_shards(shards, self.tile)  # the model's outputs of this depth
-        p = select._propose_shards(xs, tile, self.keys.at(d), self.tau, DEFAULT_LAUNCH)
+        out = select._proposal_out(None, xs[0].shape[0], xs[0].device)
+        p = select._propose_shards(xs, tile, self.keys.at(d), self.tau, DEFAULT_LAUNCH, out)
         return p.token, p.status, p.ids, p.tickets
 
 

@@ -103,6 +103,21 @@ def tensor(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device
     return t.contiguous()
 
 
+def out_tensor(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device) -> None:
+    """A caller-owned output buffer: exactly ``dtype`` and ``shape`` on ``device``, and contiguous (the kernels
+    write it in place, so it cannot be copied into shape). Buffers that overlap each other are the caller's error."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name}: expected {dtype}, got {t.dtype}")
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"{name}: on {t.device}, but the inputs are on {device}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name}: must be contiguous (the kernels write it in place)")
+
+
 def _row_tensor(name: str, value: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:
     """A per-row tensor argument of shape [] (broadcast) or [B], on the logits' device."""
     if value.dim() == 0:

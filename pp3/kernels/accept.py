@@ -57,12 +57,14 @@ def verify(
     position: Any,
     *,
     tile: int | None = None,
+    out: Verdict | None = None,
 ) -> Verdict:
     """The Triton verifier: same arguments and results as ``pp3.reference.verify``, on torch tensors.
 
     ``target_logits`` [B, D+1, V] fp32/fp16/bf16; drafts as ``pp3.drafter.Draft`` holds them (int32 tokens, int8
     statuses, int32 slots); ``seed``/``round``/``position`` int64 tensors of uint64 bits (or ints / sequences).
-    Six launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph.
+    Six launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
+    caller-owned output buffers (a ``Verdict`` of contiguous tensors), written in place.
     """
     x = _args.logits("target_logits", target_logits, dims=3)
     b, d1, v = x.shape
@@ -74,6 +76,7 @@ def verify(
     ids = _args.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)
     tix = _args.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)
     keys = _args.row_keys(target_temperature, seed, round, position, b, dev)
+    dest = _verdict_out(out, b, d1, dev)
     n_tiles = triton.cdiv(v, tile)
     ntp = max(2, triton.next_power_of_2(n_tiles))
     rows = b * d1
@@ -90,9 +93,7 @@ def verify(
     state = torch.empty((b, 2), dtype=torch.int32, device=dev)
     residual = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     u = torch.empty(b, dtype=torch.int64, device=dev)
-    status = torch.empty(b, dtype=torch.int8, device=dev)
-    accepted = torch.empty(b, dtype=torch.int32, device=dev)
-    tokens = torch.empty((b, d1), dtype=torch.int32, device=dev)
+    status, accepted, tokens = dest.status, dest.accepted, dest.tokens
     consts = exp_constants(dev)
     raw = x.view(_args.RAW[x.dtype])
     row = (raw, x.stride(0), x.stride(1), v, n_tiles)  # the target logits and their tiles
@@ -125,7 +126,23 @@ def verify(
     _accept._verify_draw_kernel[(b * n_tiles,)](
         *row, *rowinfo, *drafts, consts, state, residual, u, tokens, D=d, DP=dp, K=K, KIND=kind, TILE=tile, **EXACT,
     )
-    return Verdict(status=status, accepted=accepted, tokens=tokens)
+    return dest
+
+
+def _verdict_out(out: Any, b: int, d1: int, device: torch.device) -> Verdict:
+    """The caller's output buffers, checked (``out``), or new ones (``None``)."""
+    if out is None:
+        return Verdict(
+            status=torch.empty(b, dtype=torch.int8, device=device),
+            accepted=torch.empty(b, dtype=torch.int32, device=device),
+            tokens=torch.empty((b, d1), dtype=torch.int32, device=device),
+        )
+    if not isinstance(out, Verdict):
+        raise TypeError(f"out: expected a pp3.kernels.Verdict of caller-owned buffers, got {type(out).__name__}")
+    for field, dtype, shape in (("status", torch.int8, (b,)), ("accepted", torch.int32, (b,)),
+                                ("tokens", torch.int32, (b, d1))):
+        _args.out_tensor(f"out.{field}", getattr(out, field), dtype, shape, device)
+    return out
 
 
 def uniform_below(seed: torch.Tensor, round: torch.Tensor, position: torch.Tensor, domain: int,

@@ -116,14 +116,33 @@ def _launch_tiles(
     )
 
 
-def _launch_finalize(cands: Candidates, keys: _args.RowKeys, tau: float, launch: LaunchConfig) -> Proposal:
-    """Launch 2 on checked candidates and keys."""
+def _proposal_out(out: Any, b: int, device: torch.device) -> Proposal:
+    """The caller's output buffers, checked (``out``), or new ones (``None``)."""
+    if out is None:
+        return Proposal(
+            status=torch.empty(b, dtype=torch.int8, device=device),
+            token=torch.empty(b, dtype=torch.int32, device=device),
+            ids=torch.empty((b, K), dtype=torch.int32, device=device),
+            tickets=torch.empty((b, K), dtype=torch.int32, device=device),
+        )
+    if not isinstance(out, Proposal):
+        raise TypeError(f"out: expected a pp3.kernels.Proposal of caller-owned buffers, got {type(out).__name__}")
+    for field, dtype, shape in (
+        ("status", torch.int8, (b,)),
+        ("token", torch.int32, (b,)),
+        ("ids", torch.int32, (b, K)),
+        ("tickets", torch.int32, (b, K)),
+    ):
+        _args.out_tensor(f"out.{field}", getattr(out, field), dtype, shape, device)
+    return out
+
+
+def _launch_finalize(
+    cands: Candidates, keys: _args.RowKeys, tau: float, launch: LaunchConfig, out: Proposal
+) -> Proposal:
+    """Launch 2 on checked candidates and keys, into checked outputs."""
     b, n_tiles = cands.flags.shape
     dev = cands.keys.device
-    status = torch.empty(b, dtype=torch.int8, device=dev)
-    token = torch.empty(b, dtype=torch.int32, device=dev)
-    ids = torch.empty((b, K), dtype=torch.int32, device=dev)
-    tickets = torch.empty((b, K), dtype=torch.int32, device=dev)
     # One spare row: launch 2 relies on every tile's keys being in descending order with 0-padding last, as
     # tile_candidates writes them (its survivors are then a prefix of each row). Candidates that break this give
     # unspecified results, and the spare row keeps even their compaction stores (at most K - 1 slots past a row's
@@ -143,10 +162,10 @@ def _launch_finalize(cands: Candidates, keys: _args.RowKeys, tau: float, launch:
         exp_constants(dev),
         DOMAIN_PROPOSAL,  # < 2^63: Triton passes it as an int64 with the same bits
         # outputs
-        status,
-        token,
-        ids,
-        tickets,
+        out.status,
+        out.token,
+        out.ids,
+        out.tickets,
         scratch,
         # compile-time
         NC=triton.next_power_of_2(n_tiles * K),
@@ -157,21 +176,21 @@ def _launch_finalize(cands: Candidates, keys: _args.RowKeys, tau: float, launch:
         num_warps=launch.warps[1],
         **_launch_opts(pdl),
     )
-    return Proposal(status=status, token=token, ids=ids, tickets=tickets)
+    return out
 
 
 def _propose_shards(
-    xs: Sequence[torch.Tensor], tile: int, keys: _args.RowKeys, tau: float, launch: LaunchConfig
+    xs: Sequence[torch.Tensor], tile: int, keys: _args.RowKeys, tau: float, launch: LaunchConfig, out: Proposal
 ) -> Proposal:
-    """Both launches over checked contiguous shards (in ID order) whose tiles fit launch 2."""
+    """Both launches over checked contiguous shards (in ID order) whose tiles fit launch 2, into checked outputs."""
     tiles = [triton.cdiv(s.shape[1], tile) for s in xs]
-    out = _empty_candidates(xs[0].shape[0], sum(tiles), xs[0].device)
+    cands = _empty_candidates(xs[0].shape[0], sum(tiles), xs[0].device)
     offset = base = 0
     for s, nt in zip(xs, tiles, strict=True):
-        _launch_tiles(s, offset, tile, out, base, launch)
+        _launch_tiles(s, offset, tile, cands, base, launch)
         offset += s.shape[1]
         base += nt
-    return _launch_finalize(out, keys, tau, launch)
+    return _launch_finalize(cands, keys, tau, launch, out)
 
 
 # ------------------------------------------------------------------------------------------ public launchers
@@ -204,11 +223,15 @@ def propose(
     *,
     tile: int | None = None,
     launch: LaunchConfig = DEFAULT_LAUNCH,
+    out: Proposal | None = None,
 ) -> Proposal:
-    """The Triton selector: same arguments and results as ``pp3.reference.propose``, on torch tensors."""
+    """The Triton selector: same arguments and results as ``pp3.reference.propose``, on torch tensors. ``out``:
+    caller-owned output buffers (a ``Proposal`` of contiguous tensors) that the kernels write in place."""
     xs, t = _check_shards([logits], tile, "logits")
-    keys = _args.row_keys(target_temperature, seed, round, position, xs[0].shape[0], xs[0].device)
-    return _propose_shards(xs, t, keys, _args.tau(tau), _args.launch_config(launch))
+    b, dev = xs[0].shape[0], xs[0].device
+    keys = _args.row_keys(target_temperature, seed, round, position, b, dev)
+    dest = _proposal_out(out, b, dev)
+    return _propose_shards(xs, t, keys, _args.tau(tau), _args.launch_config(launch), dest)
 
 
 def propose_sharded(
@@ -221,11 +244,14 @@ def propose_sharded(
     *,
     tile: int | None = None,
     launch: LaunchConfig = DEFAULT_LAUNCH,
+    out: Proposal | None = None,
 ) -> Proposal:
     """The selector over a row split by vocabulary into contiguous shards (in ID order), in one process."""
     xs, t = _check_shards(shards, tile)
-    keys = _args.row_keys(target_temperature, seed, round, position, xs[0].shape[0], xs[0].device)
-    return _propose_shards(xs, t, keys, _args.tau(tau), _args.launch_config(launch))
+    b, dev = xs[0].shape[0], xs[0].device
+    keys = _args.row_keys(target_temperature, seed, round, position, b, dev)
+    dest = _proposal_out(out, b, dev)
+    return _propose_shards(xs, t, keys, _args.tau(tau), _args.launch_config(launch), dest)
 
 
 def tile_candidates(
@@ -274,9 +300,10 @@ def finalize(
     tau: float = DEFAULT_TAU,
     *,
     launch: LaunchConfig = DEFAULT_LAUNCH,
+    out: Proposal | None = None,
 ) -> Proposal:
     """Launch 2: merge all tiles' candidates per row and apply SPEC.md §3-§8 (``cands`` as ``tile_candidates``
-    writes them: each tile's keys in descending order)."""
+    writes them: each tile's keys in descending order); ``out`` as for ``propose``."""
     keys, flags = cands.keys, cands.flags
     if keys.dim() != 3 or keys.shape[2] != K or flags.shape != keys.shape[:2]:
         raise ValueError(f"cands: expected keys [B, T, {K}] and flags [B, T], got {tuple(keys.shape)}")
@@ -289,7 +316,8 @@ def finalize(
         raise ValueError(f"cands: need B >= 1 rows and T >= 1 tiles, got keys of shape {tuple(keys.shape)}")
     _args.tiles_fit(n_tiles, "cands")
     row_keys = _args.row_keys(target_temperature, seed, round, position, b, keys.device)
-    return _launch_finalize(cands, row_keys, _args.tau(tau), _args.launch_config(launch))
+    dest = _proposal_out(out, b, keys.device)
+    return _launch_finalize(cands, row_keys, _args.tau(tau), _args.launch_config(launch), dest)
 
 
 def expf(z: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,189 @@
+"""pp3's kernels as PyTorch custom operators (``torch.ops.pp3.*``), for engines that compile and capture their step.
+
+Each operator is the launcher of the same name in ``pp3.kernels`` (same checks, same kernels, same bits), registered
+with ``torch.library.custom_op`` and a fake implementation, so ``torch.compile(fullgraph=True)`` treats it as one
+opaque node whose output shapes and dtypes it knows without running it (the launchers' host-side checks, which use
+NumPy, never run under tracing). Per-row keys are tensors here (int64 tensors of uint64 bits; fp32 temperatures),
+so a compiled or captured step makes no host-to-device copy; the launchers read no device memory on the host, so
+no operator synchronises.
+
+Operators (``Tensor`` outputs in the order of the ``Proposal`` / ``Candidates`` / ``Verdict`` fields):
+
+* ``pp3::propose(logits, target_temperature, seed, round, position, tau, tile) -> (status, token, ids, tickets)``
+* ``pp3::propose_out(..., status!, token!, ids!, tickets!)``: the same into caller-owned buffers
+* ``pp3::tile_candidates(logits, id_offset, tile) -> (keys, flags)`` and
+  ``pp3::finalize(keys, flags, target_temperature, seed, round, position, tau) -> (status, token, ids, tickets)``:
+  the two launches on their own (the vocabulary-parallel path)
+* ``pp3::verify(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets, seed,
+  round, position, tile) -> (status, accepted, tokens)`` and ``pp3::verify_out(..., status!, accepted!, tokens!)``
+
+Importing this module imports the kernels (Triton).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from pp3.kernels import accept, config, select
+from pp3.reference._constants import DEFAULT_TAU, K
+
+__all__ = ["finalize", "propose", "propose_out", "tile_candidates", "verify", "verify_out"]
+
+
+def _proposal_like(b: int, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return (
+        like.new_empty(b, dtype=torch.int8),
+        like.new_empty(b, dtype=torch.int32),
+        like.new_empty((b, K), dtype=torch.int32),
+        like.new_empty((b, K), dtype=torch.int32),
+    )
+
+
+def _rows(name: str, x: Tensor, dims: int) -> int:
+    """The batch size of a fake call (shapes only; the real call checks everything else)."""
+    if x.dim() != dims:
+        raise ValueError(f"{name}: expected {dims} dimensions, got shape {tuple(x.shape)}")
+    return int(x.shape[0])
+
+
+# ------------------------------------------------------------------------------------------------------ selector
+
+
+@torch.library.custom_op("pp3::propose", mutates_args=())
+def propose(
+    logits: Tensor,
+    target_temperature: Tensor,
+    seed: Tensor,
+    round: Tensor,
+    position: Tensor,
+    tau: float = DEFAULT_TAU,
+    tile: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    p = select.propose(logits, target_temperature, seed, round, position, tau, tile=tile)
+    return p.status, p.token, p.ids, p.tickets
+
+
+@propose.register_fake
+def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor,
+      tau: float = DEFAULT_TAU, tile: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _proposal_like(_rows("logits", logits, 2), logits)
+
+
+@torch.library.custom_op("pp3::propose_out", mutates_args=("status", "token", "ids", "tickets"))
+def propose_out(
+    logits: Tensor,
+    target_temperature: Tensor,
+    seed: Tensor,
+    round: Tensor,
+    position: Tensor,
+    status: Tensor,
+    token: Tensor,
+    ids: Tensor,
+    tickets: Tensor,
+    tau: float = DEFAULT_TAU,
+    tile: int | None = None,
+) -> None:
+    out = select.Proposal(status=status, token=token, ids=ids, tickets=tickets)
+    select.propose(logits, target_temperature, seed, round, position, tau, tile=tile, out=out)
+
+
+@propose_out.register_fake
+def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor, status: Tensor,
+      token: Tensor, ids: Tensor, tickets: Tensor, tau: float = DEFAULT_TAU, tile: int | None = None) -> None:
+    _rows("logits", logits, 2)
+
+
+@torch.library.custom_op("pp3::tile_candidates", mutates_args=())
+def tile_candidates(logits: Tensor, id_offset: int = 0, tile: int | None = None) -> tuple[Tensor, Tensor]:
+    c = select.tile_candidates(logits, id_offset=id_offset, tile=tile)
+    return c.keys, c.flags
+
+
+@tile_candidates.register_fake
+def _(logits: Tensor, id_offset: int = 0, tile: int | None = None) -> tuple[Tensor, Tensor]:
+    b = _rows("logits", logits, 2)
+    v = int(logits.shape[1])
+    t = config.auto_tile(v) if tile is None else tile
+    n_tiles = -(-v // t)
+    return logits.new_empty((b, n_tiles, K), dtype=torch.int64), logits.new_empty((b, n_tiles), dtype=torch.int32)
+
+
+@torch.library.custom_op("pp3::finalize", mutates_args=())
+def finalize(
+    keys: Tensor,
+    flags: Tensor,
+    target_temperature: Tensor,
+    seed: Tensor,
+    round: Tensor,
+    position: Tensor,
+    tau: float = DEFAULT_TAU,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    p = select.finalize(select.Candidates(keys=keys, flags=flags), target_temperature, seed, round, position, tau)
+    return p.status, p.token, p.ids, p.tickets
+
+
+@finalize.register_fake
+def _(keys: Tensor, flags: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor,
+      tau: float = DEFAULT_TAU) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _proposal_like(_rows("keys", keys, 3), keys)
+
+
+# ------------------------------------------------------------------------------------------------------ verifier
+
+
+@torch.library.custom_op("pp3::verify", mutates_args=())
+def verify(
+    target_logits: Tensor,
+    target_temperature: Tensor,
+    draft_tokens: Tensor,
+    draft_status: Tensor,
+    draft_ids: Tensor,
+    draft_tickets: Tensor,
+    seed: Tensor,
+    round: Tensor,
+    position: Tensor,
+    tile: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    v = accept.verify(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets, seed,
+                      round, position, tile=tile)
+    return v.status, v.accepted, v.tokens
+
+
+@verify.register_fake
+def _(target_logits: Tensor, target_temperature: Tensor, draft_tokens: Tensor, draft_status: Tensor,
+      draft_ids: Tensor, draft_tickets: Tensor, seed: Tensor, round: Tensor, position: Tensor,
+      tile: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    b = _rows("target_logits", target_logits, 3)
+    d1 = int(target_logits.shape[1])
+    like = target_logits
+    return (like.new_empty(b, dtype=torch.int8), like.new_empty(b, dtype=torch.int32),
+            like.new_empty((b, d1), dtype=torch.int32))
+
+
+@torch.library.custom_op("pp3::verify_out", mutates_args=("status", "accepted", "tokens"))
+def verify_out(
+    target_logits: Tensor,
+    target_temperature: Tensor,
+    draft_tokens: Tensor,
+    draft_status: Tensor,
+    draft_ids: Tensor,
+    draft_tickets: Tensor,
+    seed: Tensor,
+    round: Tensor,
+    position: Tensor,
+    status: Tensor,
+    accepted: Tensor,
+    tokens: Tensor,
+    tile: int | None = None,
+) -> None:
+    out = accept.Verdict(status=status, accepted=accepted, tokens=tokens)
+    accept.verify(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets, seed,
+                  round, position, tile=tile, out=out)
+
+
+@verify_out.register_fake
+def _(target_logits: Tensor, target_temperature: Tensor, draft_tokens: Tensor, draft_status: Tensor,
+      draft_ids: Tensor, draft_tickets: Tensor, seed: Tensor, round: Tensor, position: Tensor, status: Tensor,
+      accepted: Tensor, tokens: Tensor, tile: int | None = None) -> None:
+    _rows("target_logits", target_logits, 3)
