@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pp3.testing.call import to_numpy
+from pp3.testing.call import host_logits, to_numpy
 from pp3.testing.compare import row_mismatch
 from pp3.testing.stamp import environment
 from pp3.testing.timing import time_graph
@@ -39,20 +39,14 @@ def make_inputs(n_sets: int, depth: int, b: int, v: int, dtype: Any, seed: int) 
 
 def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) -> int:
     """pp3 kernels vs the NumPy reference on the benchmark's own inputs; returns mismatching rows."""
-    import torch
-
     import pp3.reference as ref
     from pp3.kernels import propose
 
     bad = 0
     for d, x in enumerate(xs[0]):
         got = propose(x, keys["temp"], keys["seed"], keys["round"], keys["pos"][d], tile=tile)
-        if x.dtype == torch.bfloat16:
-            xr = ref.bf16_bits_to_float32(x.view(torch.int16).cpu().numpy().view(np.uint16))
-        else:
-            xr = x.float().cpu().numpy()
         want = ref.propose(
-            xr,
+            host_logits(x),
             keys["temp"].cpu().numpy(),
             keys["seed"].cpu().numpy().view(np.uint64),
             keys["round"].cpu().numpy().view(np.uint64),

@@ -23,13 +23,19 @@ def empty_kernel(x_ptr: tl.tensor) -> None:
 
 
 @triton.jit
-def _tile_max_kernel(x_ptr: tl.tensor, part_ptr: tl.tensor, v: tl.tensor, n_tiles: tl.tensor,
-                     TILE: tl.constexpr) -> None:
+def _tile_max(x_ptr: tl.tensor, part_ptr: tl.tensor, v: tl.tensor, n_tiles: tl.tensor, TILE: tl.constexpr) -> None:
+    """Program (b, t): the max of tile t of row b into part[b, t]."""
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
     offs = t * TILE + tl.arange(0, TILE)
     x = tl.load(x_ptr + b * v + offs, mask=offs < v, other=float("-inf")).to(tl.float32)
     tl.store(part_ptr + b * n_tiles + t, tl.max(x))
+
+
+@triton.jit
+def _tile_max_kernel(x_ptr: tl.tensor, part_ptr: tl.tensor, v: tl.tensor, n_tiles: tl.tensor,
+                     TILE: tl.constexpr) -> None:
+    _tile_max(x_ptr, part_ptr, v, n_tiles, TILE)
 
 
 @triton.jit
@@ -42,11 +48,8 @@ def _row_max_kernel(part_ptr: tl.tensor, out_ptr: tl.tensor, n_tiles: tl.tensor,
 @triton.jit
 def _one_launch_max_kernel(x_ptr: tl.tensor, part_ptr: tl.tensor, count_ptr: tl.tensor, out_ptr: tl.tensor,
                            v: tl.tensor, n_tiles: tl.tensor, TILE: tl.constexpr, NT: tl.constexpr) -> None:
+    _tile_max(x_ptr, part_ptr, v, n_tiles, TILE)
     b = tl.program_id(0).to(tl.int64)
-    t = tl.program_id(1)
-    offs = t * TILE + tl.arange(0, TILE)
-    x = tl.load(x_ptr + b * v + offs, mask=offs < v, other=float("-inf")).to(tl.float32)
-    tl.store(part_ptr + b * n_tiles + t, tl.max(x))
     tl.debug_barrier()
     if tl.atomic_add(count_ptr + b, 1, sem="acq_rel", scope="gpu") == n_tiles - 1:
         tl.store(count_ptr + b, 0)

@@ -25,7 +25,7 @@ import torch
 from pp3.drafter import SAMPLED_ENV, Draft, TPDrafter
 from pp3.kernels import verify as verify_dev
 from pp3.reference import verify as verify_ref
-from pp3.testing.call import to_numpy
+from pp3.testing.call import host_logits, to_numpy
 from pp3.testing.compare import row_mismatch
 from pp3.testing.markov import MarkovDrafter
 from pp3.testing.stamp import environment
@@ -112,14 +112,8 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[d
         got = verify_dev(*args)
         torch.cuda.synchronize()
         first = time.perf_counter() - t0
-        if dtype_name == "bfloat16":
-            from pp3.reference import bf16_bits_to_float32
-
-            host = bf16_bits_to_float32(logits.view(torch.int16).cpu().numpy().view(np.uint16))
-        else:
-            host = logits.cpu().numpy()
-        want = verify_ref(host, np.float32(temp), **draft.numpy(), seed=seed.cpu().numpy().view(np.uint64),
-                          round=0, position=1)
+        want = verify_ref(host_logits(logits), np.float32(temp), **draft.numpy(),
+                          seed=seed.cpu().numpy().view(np.uint64), round=0, position=1)
         row: dict[str, Any] = {"verify": "pp3 Triton verifier, one CUDA graph", "V": V, "dtype": dtype_name,
                                "depth": depth, "B": b, "T": temp, "parity": not row_mismatch(to_numpy(got), want).any(),
                                "accepted": want.accepted.tolist()[:8], "first_call_s": round(first, 1)}

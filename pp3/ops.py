@@ -32,12 +32,9 @@ __all__ = ["finalize", "propose", "propose_out", "tile_candidates", "verify", "v
 
 
 def _proposal_like(b: int, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return (
-        like.new_empty(b, dtype=torch.int8),
-        like.new_empty(b, dtype=torch.int32),
-        like.new_empty((b, K), dtype=torch.int32),
-        like.new_empty((b, K), dtype=torch.int32),
-    )
+    """The selector's outputs for ``b`` rows, as its launchers allocate them (fake tensors under tracing)."""
+    p = select._proposal_out(None, b, like.device)
+    return p.status, p.token, p.ids, p.tickets
 
 
 def _rows(name: str, x: Tensor, dims: int) -> int:
@@ -154,11 +151,9 @@ def verify(
 def _(target_logits: Tensor, target_temperature: Tensor, draft_tokens: Tensor, draft_status: Tensor,
       draft_ids: Tensor, draft_tickets: Tensor, seed: Tensor, round: Tensor, position: Tensor,
       tile: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    b = _rows("target_logits", target_logits, 3)
-    d1 = int(target_logits.shape[1])
-    like = target_logits
-    return (like.new_empty(b, dtype=torch.int8), like.new_empty(b, dtype=torch.int32),
-            like.new_empty((b, d1), dtype=torch.int32))
+    v = accept._verdict_out(None, _rows("target_logits", target_logits, 3), int(target_logits.shape[1]),
+                            target_logits.device)
+    return v.status, v.accepted, v.tokens
 
 
 @torch.library.custom_op("pp3::verify_out", mutates_args=("status", "accepted", "tokens"))

@@ -90,32 +90,37 @@ def tiles_fit(n_tiles: int, what: str) -> None:
         )
 
 
+def _exact(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device, of: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name}: expected {dtype}, got {t.dtype}")
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"{name}: on {t.device}, but the {of} are on {device}")
+
+
 def tensor(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """A tensor of exactly ``dtype`` and ``shape`` on ``device``, made contiguous."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        raise TypeError(f"{name}: expected {dtype}, got {t.dtype}")
-    if tuple(t.shape) != shape:
-        raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
-    if t.device != device:
-        raise ValueError(f"{name}: on {t.device}, but the logits are on {device}")
-    return t.contiguous()
+    _exact(name, t, dtype, shape, device, "logits")
+    return t.contiguous()  # type: ignore[no-any-return]
 
 
-def out_tensor(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device) -> None:
-    """A caller-owned output buffer: exactly ``dtype`` and ``shape`` on ``device``, and contiguous (the kernels
-    write it in place, so it cannot be copied into shape). Buffers that overlap each other are the caller's error."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        raise TypeError(f"{name}: expected {dtype}, got {t.dtype}")
-    if tuple(t.shape) != shape:
-        raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
-    if t.device != device:
-        raise ValueError(f"{name}: on {t.device}, but the inputs are on {device}")
-    if not t.is_contiguous():
-        raise ValueError(f"{name}: must be contiguous (the kernels write it in place)")
+def outputs(cls: Any, out: Any, spec: dict[str, tuple[torch.dtype, tuple[int, ...]]], device: torch.device) -> Any:
+    """A launcher's outputs: the caller-owned ``out`` (an instance of the dataclass ``cls``, every field exactly as
+    ``spec`` says, on ``device`` and contiguous: the kernels write it in place, so it cannot be copied into shape;
+    buffers that overlap each other are the caller's error), or new tensors when ``out`` is None."""
+    if out is None:
+        return cls(**{f: torch.empty(shape, dtype=dtype, device=device) for f, (dtype, shape) in spec.items()})
+    if not isinstance(out, cls):
+        raise TypeError(f"out: expected a pp3.kernels.{cls.__name__} of caller-owned buffers, got {type(out).__name__}")
+    for field, (dtype, shape) in spec.items():
+        t = getattr(out, field)
+        _exact(f"out.{field}", t, dtype, shape, device, "inputs")
+        if not t.is_contiguous():
+            raise ValueError(f"out.{field}: must be contiguous (the kernels write it in place)")
+    return out
 
 
 def _row_tensor(name: str, value: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:

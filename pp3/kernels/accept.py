@@ -131,18 +131,9 @@ def verify(
 
 def _verdict_out(out: Any, b: int, d1: int, device: torch.device) -> Verdict:
     """The caller's output buffers, checked (``out``), or new ones (``None``)."""
-    if out is None:
-        return Verdict(
-            status=torch.empty(b, dtype=torch.int8, device=device),
-            accepted=torch.empty(b, dtype=torch.int32, device=device),
-            tokens=torch.empty((b, d1), dtype=torch.int32, device=device),
-        )
-    if not isinstance(out, Verdict):
-        raise TypeError(f"out: expected a pp3.kernels.Verdict of caller-owned buffers, got {type(out).__name__}")
-    for field, dtype, shape in (("status", torch.int8, (b,)), ("accepted", torch.int32, (b,)),
-                                ("tokens", torch.int32, (b, d1))):
-        _args.out_tensor(f"out.{field}", getattr(out, field), dtype, shape, device)
-    return out
+    spec = {"status": (torch.int8, (b,)), "accepted": (torch.int32, (b,)), "tokens": (torch.int32, (b, d1))}
+    result: Verdict = _args.outputs(Verdict, out, spec, device)
+    return result
 
 
 def uniform_below(seed: torch.Tensor, round: torch.Tensor, position: torch.Tensor, domain: int,

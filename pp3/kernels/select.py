@@ -118,23 +118,10 @@ def _launch_tiles(
 
 def _proposal_out(out: Any, b: int, device: torch.device) -> Proposal:
     """The caller's output buffers, checked (``out``), or new ones (``None``)."""
-    if out is None:
-        return Proposal(
-            status=torch.empty(b, dtype=torch.int8, device=device),
-            token=torch.empty(b, dtype=torch.int32, device=device),
-            ids=torch.empty((b, K), dtype=torch.int32, device=device),
-            tickets=torch.empty((b, K), dtype=torch.int32, device=device),
-        )
-    if not isinstance(out, Proposal):
-        raise TypeError(f"out: expected a pp3.kernels.Proposal of caller-owned buffers, got {type(out).__name__}")
-    for field, dtype, shape in (
-        ("status", torch.int8, (b,)),
-        ("token", torch.int32, (b,)),
-        ("ids", torch.int32, (b, K)),
-        ("tickets", torch.int32, (b, K)),
-    ):
-        _args.out_tensor(f"out.{field}", getattr(out, field), dtype, shape, device)
-    return out
+    spec = {"status": (torch.int8, (b,)), "token": (torch.int32, (b,)), "ids": (torch.int32, (b, K)),
+            "tickets": (torch.int32, (b, K))}
+    result: Proposal = _args.outputs(Proposal, out, spec, device)
+    return result
 
 
 def _launch_finalize(

@@ -299,6 +299,17 @@ def bits_tensor(fmt: Fmt, bits: npt.NDArray[Any], device: Any) -> Any:
     return torch.from_numpy(signed).view(getattr(torch, _TORCH_DTYPE[fmt.name])).to(device)
 
 
+def host_logits(x: Any) -> npt.NDArray[np.float32]:
+    """Torch logits (fp32 / fp16 / bf16, any device) as the reference's fp32 values, exactly (SPEC.md §2.1): bf16
+    widened from its bits (NumPy has no bf16), the others by ``.float()``."""
+    import torch
+
+    if x.dtype == torch.bfloat16:
+        return bf16_bits_to_float32(x.view(torch.int16).cpu().numpy().view(np.uint16))
+    out: npt.NDArray[np.float32] = x.float().cpu().numpy()
+    return out
+
+
 def to_numpy(res: Any) -> Any:
     """A kernel result (``pp3.kernels.Proposal`` / ``Verdict``, torch tensors on any device) as the reference's
     NumPy record (``pp3.reference.Proposal`` / ``Verdict``)."""
