@@ -30,6 +30,7 @@ from pp3.testing.drafts import (  # noqa: E402
     REJECT_SEED_ACCEPT,
     REJECT_SEED_RESIDUAL,
     break_draft,
+    point_drafts,
     random_case,
     two_slot_draft,
 )
@@ -198,3 +199,54 @@ def test_kernel_reproduces_the_accept_golden_vectors() -> None:
     bad = {c.name: np.flatnonzero(row_mismatch(c.call.run_kernel(DEV), c.expected)).tolist()
            for c in load_accept_golden()}
     assert not any(bad.values()), {k: v for k, v in bad.items() if v}
+
+
+def _argmax_drafts(case: dict[str, Any]) -> dict[str, Any]:
+    """The case with every draft replaced by the point mass on its target row's argmax: x_j = g_j everywhere, the
+    tests that launch 3 may leave open (its chain has no remainders R)."""
+    g = np.argmax(case["target_logits"][:, :-1], axis=-1)  # no ties in random normal rows: the lowest ID anyway
+    return case | point_drafts(g)
+
+
+@pytest.mark.parametrize("bound", ["default", "raised"])
+def test_tests_of_the_argmax_decided_with_and_without_the_remainder(
+    bound: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drafts x_j = g_j with q(g_j) = 1: U_j is uniform below 2^40 and the test accepts iff U_j < c + R. With the
+    default bound (V) launch 3 decides them all (U_j < c or U_j >= c + V); with the bound raised to 2^40 every
+    U_j >= c is open, so the request goes through launches 4 and 5 (the remainders, then the chain again). Both
+    must equal the reference; a missing or wrong fallback leaves the provisional chain of launch 3 (rows stopped at
+    the open test, no residual draw)."""
+    from pp3.kernels import accept
+
+    if bound == "raised":
+        monkeypatch.setattr(accept, "remainder_bound", lambda v: 1 << 40)
+    case = _argmax_drafts(random_case(np.random.default_rng(41), 6, 3, 40, 1.0))
+    want = verify(**case)
+    assert (want.accepted < 3).sum() >= 3  # rejections of x_j = g_j: tests with U_j >= c, open when raised
+    same(case, 16)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="V = 163840 rows: too slow for the interpreter")
+def test_open_tests_at_the_full_vocabulary() -> None:
+    """Flat target rows at V = 163840: S = V, every floor count c = floor(2^40 / V) = 6710886 and R = 2^40 - V c =
+    65536 (on g = 0). Drafts x = 0 with Q(0) = 103 tickets, so U is uniform below s = 103 * 2^16 = 6750208 < c + R:
+    every test accepts. The rows with U >= c (0.58 %) fall in launch 3's open window c .. c + V - 1 and are decided
+    by launches 4 and 5 with R; a fallback that left R out would reject them."""
+    v, b, qx = 163840, 2048, 103
+    c = (1 << 40) // v
+    seed = np.arange(1, b + 1, dtype=np.uint64)
+    zero = np.zeros(b, dtype=np.uint64)
+    u = uniform_below(seed, zero, zero, DOMAIN_ACCEPT, np.full(b, qx << 16, dtype=np.uint64))
+    opened = np.flatnonzero(u >= np.uint64(c))
+    assert opened.size >= 1 and (u < np.uint64(c + 65536)).all()
+    draft = two_slot_draft(b, 1, 0, qx, 1)
+    dev = {k: torch.from_numpy(a).to(DEV) for k, a in draft.items()}
+    got = to_numpy(verify_dev(torch.zeros((b, 2, v), device=DEV), 1.0, *dev.values(),
+                              torch.from_numpy(seed.view(np.int64)).to(DEV), 0, 0))
+    assert (got.accepted == 1).all()
+    pick = np.concatenate([opened, np.arange(8)])
+    want = verify(np.zeros((pick.size, 2, v), dtype=np.float32), np.float32(1.0),
+                  **{k: a[pick] for k, a in draft.items()}, seed=seed[pick], round=0, position=0)
+    for f in FIELDS:
+        assert_equal(getattr(got, f)[pick], getattr(want, f), f)

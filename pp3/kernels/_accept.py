@@ -1,6 +1,6 @@
 """Triton bodies of the verifier (SPEC.md §11). The launcher and argument checks live in ``accept.py``; the helpers
 both operations use (widening, the §4.1 key, the §3 flags, ``_expf``, the pairwise tree) in ``_common.py``, with the
-arithmetic model every exact-path kernel follows. A verification is six launches over the target rows and their
+arithmetic model every exact-path kernel follows. A verification is seven launches over the target rows and their
 tiles (below). Every sum but the §11.4 P4 tree is over integers (exact).
 """
 
@@ -56,36 +56,6 @@ def _lemire_step(
 
 
 @triton.jit
-def _residual(
-    row_ptr: tl.tensor,
-    offs: tl.tensor,
-    in_row: tl.tensor,
-    m: tl.tensor,
-    temp: tl.tensor,
-    s: tl.tensor,
-    g: tl.tensor,
-    rem: tl.tensor,
-    c_ptr: tl.tensor,
-    ids_ptr: tl.tensor,
-    tix_ptr: tl.tensor,
-    sbase: tl.tensor,
-    rejected: tl.tensor,
-    KIND: tl.constexpr,
-    K: tl.constexpr,
-) -> tl.tensor:
-    """§11.7 on one tile: r(y) = max(0, P(y) - Q*(y) * 2^16) (int64; 0 outside the row), Q* = the K slots at
-    ``sbase`` if ``rejected``, else 0. The slots are read one by one (a [TILE, K] comparison would be 32x larger)."""
-    c = _floor_count(_weights(_load_fp32(row_ptr, offs, in_row, KIND), m, temp, c_ptr), s)
-    c += tl.where(offs == g, rem, 0)
-    if rejected:
-        for k in tl.static_range(K):
-            sid = tl.load(ids_ptr + sbase + k)
-            stq = tl.load(tix_ptr + sbase + k).to(tl.int64) << 16
-            c = tl.where(offs == sid, tl.maximum(c - stq, 0), c)  # empty slots (id -1) match no entry
-    return tl.where(in_row, c, 0)
-
-
-@triton.jit
 def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.tensor, s: tl.tensor) -> tl.tensor:
     """§11.5: an integer exactly uniform on 0 .. s-1 (1 <= s <= 2^40), Lemire's method on the stream's words.
 
@@ -110,23 +80,31 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
     return out
 
 
-# ------------------------------------------------------------------------------------------ the six launches
+# ------------------------------------------------------------------------------------------ the seven launches
 #
-# A verification runs as six launches over the target rows r = (b, j) (row b of the batch, target position j) and
-# their tiles t: 1. per tile, the §3 flags and the largest §4.1 key; 2. per tile, the §11.4 P4 subtree sum of the
-# weights; 3. per tile, the sum of the P5 floor counts; 4. per request row, the status, the acceptance chain (§11.6)
-# and the outputs but a sampled row's last token; 5. per tile of row (b, a), the sum of the residual (§11.7);
-# 6. per tile of row (b, a), the number of entries whose cumulative residual is <= U, added to the token with an
-# integer atomic (order-free, so exact). Partial results go to [R, n_tiles] buffers.
-#
-# In launches 1, 2, 3 and 5 the row's program that counts in last (``_last_of_row``, the row counters of
-# ``_workspace``) reduces the row's partials once, into [R] or [B] buffers that the later launches read as scalars:
-# launch 1 the class, the argmax g and the maximum m; launch 2 S (the P4 tree over the tile sums); launch 3 R (P6);
-# launch 5 U (§11.5 below the residual's sum) and, in place of the tile sums, the sums before each tile. Each
-# reduction is in a fixed order (the P4 tree) or over integers, so which program is last changes no bit. Launches
-# 2, 3 and 5 skip whole rows that no later launch reads (not OK or not sampled: launch 4 and the draw only read the
-# rows (b, j <= n) of OK sampled requests). The skip depends on the row alone (values of an earlier launch), so
-# either every program of a row counts in or none does, and a skipped row's counter stays 0.
+# A verification runs as seven launches over the target rows r = (b, j) (row b of the batch, target position j) and
+# their tiles t. Partial results go to [R, n_tiles] buffers; the row's program that counts in last
+# (``_last_of_row``, the row counters of ``_workspace``) reduces them once into [R] or [B] buffers that later launches
+# read as scalars. Each reduction is in a fixed order (the P4 tree) or over integers, so which program is last changes
+# no bit.
+#   1. Per tile: the §3 flags and the largest §4.1 key; the row's class, argmax g and maximum m.
+#   2. Per tile of the OK rows of sampled requests: the §11.4 P4 subtree sum of the weights; the row's S.
+#   3. Per request: the status and the acceptance chain (§11.6) without the remainders R (P6). A draft x_j != g_j
+#      has P_j(x_j) = c_j(x_j), the floor count alone; for x_j = g_j, P_j(x_j) = c + R with 0 <= R <= V (§11.4,
+#      "Range"), so U_j < c accepts and U_j >= c + V rejects whatever R is. Only U_j in c .. c + V - 1 needs R: the
+#      chain stops there and the request is marked. That window holds at most V of the s_j values U_j takes, and
+#      x_j = g_j is drawn with probability s_j / 2^40, so a test is open with probability at most V / 2^40
+#      (1.5e-7 at V = 163840) whatever the drafter.
+#   4. Only for marked requests, CHUNK tiles per program: the P5 floor counts of every target row; the row's R.
+#   5. Only for marked requests: launch 3's chain again, with R (the same code with ``have_r``).
+#   6. Per tile of row (b, a) of every request that draws (§11.7): the sum of the plain floor counts c, and the sum
+#      of min(c(y), Q*(y) 2^16) over the slots of Q* in the tile but g's. Since r = P - min(P, Q* 2^16), the
+#      residual's tile sums follow from these and R = 2^40 - (the sum of c), which the row's last program forms with
+#      g's own term; it draws U below their sum (§11.5) and finds the tile t* that holds the draw.
+#   7. Per request that draws: the residual over tile t* alone, its cumulative sum from the sums before t*, and the
+#      token: the first y with U < C(y).
+# A launch skips whole rows that no later launch reads; the skip depends on the row alone (values of an earlier
+# launch), so either every program of a row counts in or none does, and a skipped row's counter stays 0.
 
 
 @triton.jit
@@ -260,27 +238,35 @@ def _verify_counts_kernel(
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of §6
     s_ptr: tl.tensor,  # [R] fp64: launch 2's S
-    counts_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's sum of P5 floor counts (rows that are summed)
-    rem_ptr: tl.tensor,  # [R] int64 out: each summed row's remainder R
+    state_ptr: tl.tensor,  # [B, 4] int32: launch 3's (draws, a, marked, rejected)
+    counts_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's sum of P5 floor counts (marked requests)
+    rem_ptr: tl.tensor,  # [R] int64 out: each counted row's remainder R
+    n_prog: tl.tensor,  # programs per target row: cdiv(n_tiles, CHUNK)
     D: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
+    CHUNK: tl.constexpr,  # tiles per program
     NTP: tl.constexpr,
 ) -> None:
-    # Launch 3: §11.4 P5 per tile, for the rows launch 2 summed; the row's last program computes R (P6).
+    # Launch 4: §11.4 P5, CHUNK tiles per program, for the rows of requests that launch 3 marked (rare: a grid of
+    # programs that mostly return at once); the row's last program computes R (P6).
     pid = tl.program_id(0).to(tl.int64)
-    r = pid // n_tiles
-    t = pid % n_tiles
+    r = pid // n_prog
+    p = pid % n_prog
     b = r // (D + 1)
-    temp = tl.load(temp_ptr + b)
-    if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
-        row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
-        offs = t * TILE + tl.arange(0, TILE)
-        in_row = offs < v
-        w = _weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp, c_ptr)
-        tl.store(counts_ptr + pid, tl.sum(tl.where(in_row, _floor_count(w, tl.load(s_ptr + r)), 0)))
-        if _last_of_row(cnt_ptr, r, n_tiles):
-            tl.store(rem_ptr + r, _row_remainder(counts_ptr, r, n_tiles, NTP))
+    if tl.load(state_ptr + 4 * b + 2) != 0:
+        temp = tl.load(temp_ptr + b)
+        if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
+            row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
+            m = tl.load(m_ptr + r)
+            s = tl.load(s_ptr + r)
+            for t in range(p * CHUNK, tl.minimum(p * CHUNK + CHUNK, n_tiles)):
+                offs = t * TILE + tl.arange(0, TILE)
+                in_row = offs < v
+                w = _weights(_load_fp32(row, offs, in_row, KIND), m, temp, c_ptr)
+                tl.store(counts_ptr + r * n_tiles + t, tl.sum(tl.where(in_row, _floor_count(w, s), 0)))
+            if _last_of_row(cnt_ptr, r, n_prog):
+                tl.store(rem_ptr + r, _row_remainder(counts_ptr, r, n_tiles, NTP))
 
 
 @triton.jit
@@ -293,7 +279,7 @@ def _verify_rows_kernel(
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     s_ptr: tl.tensor,  # [R] fp64: launch 2's S
-    rem_ptr: tl.tensor,  # [R] int64: launch 3's R
+    rem_ptr: tl.tensor,  # [R] int64: launch 4's R (read only with have_r)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     tok_ptr: tl.tensor,  # [B, D] int32 draft tokens
     dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
@@ -306,114 +292,111 @@ def _verify_rows_kernel(
     dom_acc: tl.tensor,  # DOMAIN_ACCEPT (< 2^63, passed as int64)
     status_ptr: tl.tensor,  # [B] int8 out
     acc_ptr: tl.tensor,  # [B] int32 out: accepted drafts, -1 for failed rows
-    out_ptr: tl.tensor,  # [B, D+1] int32 out: tokens (a sampled row's token at index a: 0, launch 6 adds it)
-    state_ptr: tl.tensor,  # [B, 2] int32 out: (sampled and OK, a) for launches 5 and 6
+    out_ptr: tl.tensor,  # [B, D+1] int32 out: tokens (a sampled row's token at index a: launch 7 writes it)
+    state_ptr: tl.tensor,  # [B, 4] int32 out: (draws, a, marked, rejected) for launches 4-7
+    have_r: tl.tensor,  # 0: launch 3, every request, without R; 1: launch 5, the marked requests, with R
+    r_bound: tl.tensor,  # an upper bound on every R (V, §11.4 "Range"; tests raise it to open more tests)
     D: tl.constexpr,  # proposal depth
     DP: tl.constexpr,  # power of two >= D + 1
     K: tl.constexpr,  # 32
     KIND: tl.constexpr,
 ) -> None:
-    # Launch 4: one program per request row.
+    # Launches 3 and 5: one program per request row.
     b = tl.program_id(0).to(tl.int64)
-    jd = tl.arange(0, DP)
-    slot = tl.arange(0, K)
-    x_row = x_ptr + b * stride_b
+    if (have_r == 0) | (tl.load(state_ptr + 4 * b + 2) != 0):
+        jd = tl.arange(0, DP)
+        slot = tl.arange(0, K)
+        x_row = x_ptr + b * stride_b
 
-    # 1. §11.3 step 1: n = leading OK drafts.
-    dst = tl.load(dst_ptr + b * D + jd, mask=jd < D, other=0).to(tl.int32)
-    n = tl.min(tl.where((dst != 0) & (jd < D), jd, D))
+        # 1. §11.3 step 1: n = leading OK drafts.
+        dst = tl.load(dst_ptr + b * D + jd, mask=jd < D, other=0).to(tl.int32)
+        n = tl.min(tl.where((dst != 0) & (jd < D), jd, D))
 
-    # 2. §11.3 step 2 and §11.4 P1: per target row, its class and its argmax g (launch 1).
-    cls = tl.load(cls_ptr + b * (D + 1) + jd, mask=jd < D + 1, other=0)
-    bad = tl.min(tl.where((cls != 0) & (jd <= n), jd, DP))  # the lowest j <= n whose row is not OK (DP: none)
-    target_status = tl.sum(tl.where(jd == bad, cls, 0))
-    gvec = tl.load(g_ptr + b * (D + 1) + jd, mask=jd < D + 1, other=0)
+        # 2. §11.3 step 2 and §11.4 P1: per target row, its class and its argmax g (launch 1).
+        cls = tl.load(cls_ptr + b * (D + 1) + jd, mask=jd < D + 1, other=0)
+        bad = tl.min(tl.where((cls != 0) & (jd <= n), jd, DP))  # the lowest j <= n whose row is not OK (DP: none)
+        target_status = tl.sum(tl.where(jd == bad, cls, 0))
+        gvec = tl.load(g_ptr + b * (D + 1) + jd, mask=jd < D + 1, other=0)
 
-    # 3. §11.3 step 3: validity of drafts j < n, and Q_j(x_j) for the acceptance test.
-    temp = tl.load(temp_ptr + b)
-    invalid = tl.zeros((), tl.int32)
-    qvec = tl.zeros([DP], tl.int64)
-    for j in range(0, D):
-        base = (b * D + j) * K
-        ids = tl.load(ids_ptr + base + slot)
-        tix = tl.load(tix_ptr + base + slot)
-        nxt = tl.load(ids_ptr + base + slot + 1, mask=slot + 1 < K, other=0)
-        tok = tl.load(tok_ptr + b * D + j)
-        empty = (ids == -1) & (tix == 0)
-        full = (ids >= 0) & (ids < v) & (tix >= 0)
-        nfull = tl.sum(full.to(tl.int32))
-        ok_slots = tl.min((empty | full).to(tl.int32)) != 0
-        full_first = tl.min((full == (slot < nfull)).to(tl.int32)) != 0
-        ascending = tl.min(((slot + 1 >= nfull) | (ids < nxt)).to(tl.int32)) != 0
-        total = tl.sum(tix.to(tl.int64)) == Q_TICKETS_I
-        own = full & (ids == tok)
-        qx = tl.sum(tl.where(own, tix, 0).to(tl.int64))
-        drawable = tl.max((own & (tix >= 1)).to(tl.int32)) != 0
-        valid = ok_slots & full_first & ascending & total & drawable
-        invalid = tl.where((j < n) & (valid == 0), 1, invalid)
-        qvec = tl.where(jd == j, qx, qvec)
+        # 3. §11.3 step 3: validity of drafts j < n, and Q_j(x_j) for the acceptance test.
+        temp = tl.load(temp_ptr + b)
+        invalid = tl.zeros((), tl.int32)
+        qvec = tl.zeros([DP], tl.int64)
+        for j in range(0, D):
+            base = (b * D + j) * K
+            ids = tl.load(ids_ptr + base + slot)
+            tix = tl.load(tix_ptr + base + slot)
+            nxt = tl.load(ids_ptr + base + slot + 1, mask=slot + 1 < K, other=0)
+            tok = tl.load(tok_ptr + b * D + j)
+            empty = (ids == -1) & (tix == 0)
+            full = (ids >= 0) & (ids < v) & (tix >= 0)
+            nfull = tl.sum(full.to(tl.int32))
+            ok_slots = tl.min((empty | full).to(tl.int32)) != 0
+            full_first = tl.min((full == (slot < nfull)).to(tl.int32)) != 0
+            ascending = tl.min(((slot + 1 >= nfull) | (ids < nxt)).to(tl.int32)) != 0
+            total = tl.sum(tix.to(tl.int64)) == Q_TICKETS_I
+            own = full & (ids == tok)
+            qx = tl.sum(tl.where(own, tix, 0).to(tl.int64))
+            drawable = tl.max((own & (tix >= 1)).to(tl.int32)) != 0
+            valid = ok_slots & full_first & ascending & total & drawable
+            invalid = tl.where((j < n) & (valid == 0), 1, invalid)
+            qvec = tl.where(jd == j, qx, qvec)
 
-    # 4. §11.3 step 4: the row status, by precedence; then the row class (§3).
-    bad_temp = (temp != temp) | (temp < 0.0)
-    status = tl.where(target_status != 0, target_status, tl.where(bad_temp, 4, tl.where(invalid != 0, 5, 0)))
-    ok = status == 0
-    greedy = ok & (temp == 0.0)
-    sampled = ok & (temp != 0.0)
-    seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
-    rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
-    pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
+        # 4. §11.3 step 4: the row status, by precedence; then the row class (§3).
+        bad_temp = (temp != temp) | (temp < 0.0)
+        status = tl.where(target_status != 0, target_status, tl.where(bad_temp, 4, tl.where(invalid != 0, 5, 0)))
+        ok = status == 0
+        greedy = ok & (temp == 0.0)
+        sampled = ok & (temp != 0.0)
+        seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
+        rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
+        pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
 
-    # 5. §11.6: acceptance, draft by draft, while every earlier draft was accepted.
-    alive = ok
-    a = tl.zeros((), tl.int32)
-    for j in range(0, D):
-        test = alive & (j < n)
-        tok = tl.load(tok_ptr + b * D + j)
-        g = tl.sum(tl.where(jd == j, gvec, 0))
-        acc = test & greedy & (tok == g)  # T0: accept iff x_j = g_j
-        if test & sampled:
-            r = b * (D + 1) + j
-            wx = _weights(_load_one(x_row + j * stride_j, tok, KIND), tl.load(m_ptr + r), temp, c_ptr)
-            px = _floor_count(wx, tl.load(s_ptr + r)) + tl.where(tok == g, tl.load(rem_ptr + r), 0)
-            qx = tl.sum(tl.where(jd == j, qvec, 0))
-            u = _uniform_below(seed, rnd, pos + j, dom_acc.to(tl.uint64, bitcast=True), (qx << 16).to(tl.uint64))
-            acc = u < px.to(tl.uint64)
-        a += acc.to(tl.int32)
-        alive = alive & acc
+        # 5. §11.6: acceptance, draft by draft, while every earlier draft was accepted. Without R (launch 3) a test
+        # of x_j = g_j whose U_j falls in c .. c + V - 1 is open: the chain stops and the request is marked.
+        alive = ok
+        a = tl.zeros((), tl.int32)
+        marked = tl.zeros((), tl.int32)
+        for j in range(0, D):
+            test = alive & (j < n)
+            tok = tl.load(tok_ptr + b * D + j)
+            g = tl.sum(tl.where(jd == j, gvec, 0))
+            acc = test & greedy & (tok == g)  # T0: accept iff x_j = g_j
+            if test & sampled:
+                r = b * (D + 1) + j
+                wx = _weights(_load_one(x_row + j * stride_j, tok, KIND), tl.load(m_ptr + r), temp, c_ptr)
+                c = _floor_count(wx, tl.load(s_ptr + r)).to(tl.uint64)
+                qx = tl.sum(tl.where(jd == j, qvec, 0))
+                u = _uniform_below(seed, rnd, pos + j, dom_acc.to(tl.uint64, bitcast=True), (qx << 16).to(tl.uint64))
+                if have_r != 0:
+                    acc = u < c + tl.where(tok == g, tl.load(rem_ptr + r), 0).to(tl.uint64)  # P_j(x_j), §11.4 P6
+                else:
+                    acc = u < c  # P_j(x_j) >= c
+                    marked = tl.where((tok == g) & (u >= c) & (u < c + r_bound.to(tl.uint64)), 1, marked)
+            a += acc.to(tl.int32)
+            alive = alive & acc
 
-    # 6. §11.7 and §11.8: T0 rows emit the argmax at index a; a sampled row's draw is launches 5 and 6 (0 here).
-    token = tl.where(sampled, 0, tl.sum(tl.where(jd == a, gvec, 0)))
-    kk = tl.arange(0, DP)
-    drafts = tl.load(tok_ptr + b * D + kk, mask=kk < D, other=-1)
-    out = tl.where(kk < a, drafts, tl.where(kk == a, token, -1))
-    out = tl.where(ok, out, -1)
-    tl.store(status_ptr + b, status.to(tl.int8))
-    tl.store(acc_ptr + b, tl.where(ok, a, -1))
-    tl.store(out_ptr + b * (D + 1) + kk, out, mask=kk < D + 1)
-    tl.store(state_ptr + 2 * b, sampled.to(tl.int32))
-    tl.store(state_ptr + 2 * b + 1, a)
+        # 6. §11.7 and §11.8: T0 rows emit the argmax at index a; a sampled row's draw is launches 6 and 7.
+        token = tl.where(sampled, 0, tl.sum(tl.where(jd == a, gvec, 0)))
+        kk = tl.arange(0, DP)
+        drafts = tl.load(tok_ptr + b * D + kk, mask=kk < D, other=-1)
+        out = tl.where(kk < a, drafts, tl.where(kk == a, token, -1))
+        out = tl.where(ok, out, -1)
+        tl.store(status_ptr + b, status.to(tl.int8))
+        tl.store(acc_ptr + b, tl.where(ok, a, -1))
+        tl.store(out_ptr + b * (D + 1) + kk, out, mask=kk < D + 1)
+        tl.store(state_ptr + 4 * b, (sampled & (marked == 0)).to(tl.int32))
+        tl.store(state_ptr + 4 * b + 1, a)
+        tl.store(state_ptr + 4 * b + 2, marked)
+        tl.store(state_ptr + 4 * b + 3, (a < n).to(tl.int32))
 
 
 @triton.jit
-def _residual_tile(
-    x_ptr: tl.tensor, stride_b: tl.tensor, stride_j: tl.tensor, v: tl.tensor, g_ptr: tl.tensor, m_ptr: tl.tensor,
-    s_ptr: tl.tensor, rem_ptr: tl.tensor, temp_ptr: tl.tensor, dst_ptr: tl.tensor, ids_ptr: tl.tensor,
-    tix_ptr: tl.tensor, c_ptr: tl.tensor, b: tl.tensor, a: tl.tensor, t: tl.tensor, D: tl.constexpr,
-    DP: tl.constexpr, K: tl.constexpr, KIND: tl.constexpr, TILE: tl.constexpr,
-) -> tuple[tl.tensor, tl.tensor]:
-    """§11.7 on tile t of target row (b, a): the residual r(y) [TILE] (int64, 0 outside the row) and the in-row
-    mask. Q* is draft a's q when draft a was rejected (a < n), else 0 (the bonus)."""
-    jd = tl.arange(0, DP)
-    dst = tl.load(dst_ptr + b * D + jd, mask=jd < D, other=0).to(tl.int32)
-    n = tl.min(tl.where((dst != 0) & (jd < D), jd, D))
-    r = b * (D + 1) + a
-    row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
-    offs = t * TILE + tl.arange(0, TILE)
-    in_row = offs < v
-    sbase = (b * D + tl.minimum(a, D - 1)) * K
-    res = _residual(row, offs, in_row, tl.load(m_ptr + r), tl.load(temp_ptr + b), tl.load(s_ptr + r),
-                    tl.load(g_ptr + r), tl.load(rem_ptr + r), c_ptr, ids_ptr, tix_ptr, sbase, a < n, KIND, K)
-    return res, in_row
+def _slot_counts(row_ptr: tl.tensor, ids: tl.tensor, live: tl.tensor, m: tl.tensor, temp: tl.tensor, s: tl.tensor,
+                 c_ptr: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+    """P5 floor counts c(y) at the slot IDs ``ids`` [K] where ``live`` (0 elsewhere; nothing is read there)."""
+    c = _floor_count(_weights(_load_fp32(row_ptr, ids, live, KIND), m, temp, c_ptr), s)
+    return tl.where(live, c, 0)
 
 
 @triton.jit
@@ -427,9 +410,7 @@ def _verify_residual_kernel(
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     s_ptr: tl.tensor,  # [R] fp64: launch 2's S
-    rem_ptr: tl.tensor,  # [R] int64: launch 3's R
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
-    dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
     seed_ptr: tl.tensor,  # [B] uint64 seed (int64 bits)
@@ -437,37 +418,58 @@ def _verify_residual_kernel(
     pos_ptr: tl.tensor,  # [B] uint64 absolute position of draft 0 (int64 bits)
     c_ptr: tl.tensor,  # fp64 constants of §6
     dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
-    state_ptr: tl.tensor,  # [B, 2] int32: launch 4's (sampled and OK, a)
-    res_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's residual sum, then its exclusive prefix (drawing rows)
-    u_ptr: tl.tensor,  # [B] int64 out: each drawing row's U
+    state_ptr: tl.tensor,  # [B, 4] int32: launch 3's or 5's (draws, a, marked, rejected)
+    plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c (drawing rows)
+    corr_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of min(c, Q* 2^16) at Q*'s slots but g
+    draw_ptr: tl.tensor,  # [B, 3] int64 out: the tile t* of the draw, U less the residual before t*, and R
     D: tl.constexpr,
-    DP: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
     NTP: tl.constexpr,
 ) -> None:
-    # Launch 5: §11.7's residual, summed per tile of row (b, a). The row's last program draws U uniform below the
-    # residual's sum (§11.5, DOMAIN_RESIDUAL, position + a) and replaces the tile sums by the sums before each tile.
+    # Launch 6: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
-    if tl.load(state_ptr + 2 * b) != 0:
-        a = tl.load(state_ptr + 2 * b + 1)
-        res, _ = _residual_tile(x_ptr, stride_b, stride_j, v, g_ptr, m_ptr, s_ptr, rem_ptr, temp_ptr, dst_ptr,
-                                ids_ptr, tix_ptr, c_ptr, b, a, t, D, DP, K, KIND, TILE)
-        tl.store(res_ptr + pid, tl.sum(res))
+    if tl.load(state_ptr + 4 * b) != 0:
+        a = tl.load(state_ptr + 4 * b + 1)
+        rejected = tl.load(state_ptr + 4 * b + 3) != 0
+        r = b * (D + 1) + a
+        row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
+        m = tl.load(m_ptr + r)
+        temp = tl.load(temp_ptr + b)
+        s = tl.load(s_ptr + r)
+        g = tl.load(g_ptr + r)
+        offs = t * TILE + tl.arange(0, TILE)
+        in_row = offs < v
+        c = _floor_count(_weights(_load_fp32(row, offs, in_row, KIND), m, temp, c_ptr), s)
+        tl.store(plain_ptr + pid, tl.sum(tl.where(in_row, c, 0)))
+        sbase = (b * D + tl.minimum(a, D - 1)) * K
+        ids = tl.load(ids_ptr + sbase + tl.arange(0, K))  # ascending IDs, then empty slots (-1): the draft is valid
+        q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
+        here = rejected & (ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g)
+        tl.store(corr_ptr + pid, tl.sum(tl.minimum(_slot_counts(row, ids, here, m, temp, s, c_ptr, KIND), q)))
         if _last_of_row(cnt_ptr, b, n_tiles):
             ti = tl.arange(0, NTP)
             live = ti < n_tiles
-            sums = tl.load(res_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
-            tl.store(res_ptr + b * n_tiles + ti, tl.cumsum(sums, axis=0) - sums, mask=live)  # int64: exact
+            plain = tl.load(plain_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
+            corr = tl.load(corr_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
+            rem = P_TICKETS_I - tl.sum(plain)  # §11.4 P6 (int64, exact)
+            pg = _floor_count(_weights(_load_one(row, g, KIND), m, temp, c_ptr), s) + rem  # P(g)
+            qg = tl.sum(tl.where(rejected & (ids == g), q, 0))  # Q*(g) 2^16
+            # r(g) = P(g) - min(P(g), Q*(g) 2^16), of which the plain tile sum holds c(g)
+            res = plain - corr + tl.where(ti == g // TILE, rem - tl.minimum(pg, qg), 0)
+            incl = tl.cumsum(res, axis=0)  # int64: exact
             seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
             rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
             pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
             u = _uniform_below(seed, rnd, pos + a.to(tl.uint64), dom_res.to(tl.uint64, bitcast=True),
-                               tl.sum(sums).to(tl.uint64))
-            tl.store(u_ptr + b, u.to(tl.int64))
+                               tl.sum(res).to(tl.uint64)).to(tl.int64)
+            tstar = tl.sum((live & (incl <= u)).to(tl.int32))  # C is nondecreasing: the tile of the first C(y) > U
+            tl.store(draw_ptr + 3 * b, tstar.to(tl.int64))
+            tl.store(draw_ptr + 3 * b + 1, u - tl.sum(tl.where(ti == tstar, incl - res, 0)))
+            tl.store(draw_ptr + 3 * b + 2, rem)
 
 
 @triton.jit
@@ -476,38 +478,45 @@ def _verify_draw_kernel(
     stride_b: tl.tensor,
     stride_j: tl.tensor,
     v: tl.tensor,
-    n_tiles: tl.tensor,
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     s_ptr: tl.tensor,  # [R] fp64: launch 2's S
-    rem_ptr: tl.tensor,  # [R] int64: launch 3's R
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
-    dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
     c_ptr: tl.tensor,  # fp64 constants of §6
-    state_ptr: tl.tensor,  # [B, 2] int32: launch 4's (sampled and OK, a)
-    res_ptr: tl.tensor,  # [B, n_tiles] int64: launch 5's residual sums before each tile
-    u_ptr: tl.tensor,  # [B] int64: launch 5's U
-    out_ptr: tl.tensor,  # [B, D+1] int32 in/out: the token at index a, counted here
+    state_ptr: tl.tensor,  # [B, 4] int32: (draws, a, marked, rejected)
+    draw_ptr: tl.tensor,  # [B, 3] int64: launch 6's t*, U less the residual before t*, and R
+    out_ptr: tl.tensor,  # [B, D+1] int32 out: the token at index a
     D: tl.constexpr,
-    DP: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
 ) -> None:
-    # Launch 6: the token is the number of y with C(y) <= U (C, the cumulative residual, is nondecreasing): each
-    # tile counts its own y and adds the count to the token.
-    pid = tl.program_id(0).to(tl.int64)
-    b = pid // n_tiles
-    t = pid % n_tiles
-    if tl.load(state_ptr + 2 * b) != 0:
-        a = tl.load(state_ptr + 2 * b + 1)
-        res, in_row = _residual_tile(x_ptr, stride_b, stride_j, v, g_ptr, m_ptr, s_ptr, rem_ptr, temp_ptr, dst_ptr,
-                                     ids_ptr, tix_ptr, c_ptr, b, a, t, D, DP, K, KIND, TILE)
-        cum = tl.load(res_ptr + pid) + tl.cumsum(res, axis=0)  # int64: exact
-        below = tl.sum((in_row & (cum <= tl.load(u_ptr + b))).to(tl.int32))
-        tl.atomic_add(out_ptr + b * (D + 1) + a, below)  # integer addition: the same sum in any order
+    # Launch 7: one program per request row. The token is t* TILE + the number of y of tile t* with C(y) <= U.
+    b = tl.program_id(0).to(tl.int64)
+    if tl.load(state_ptr + 4 * b) != 0:
+        a = tl.load(state_ptr + 4 * b + 1)
+        r = b * (D + 1) + a
+        row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
+        tstar = tl.load(draw_ptr + 3 * b)
+        offs = tstar * TILE + tl.arange(0, TILE)
+        in_row = offs < v
+        c = _floor_count(_weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), tl.load(temp_ptr + b),
+                                  c_ptr), tl.load(s_ptr + r))
+        c += tl.where(offs == tl.load(g_ptr + r), tl.load(draw_ptr + 3 * b + 2), 0)  # P = c + R at g (§11.4 P6)
+        if tl.load(state_ptr + 4 * b + 3) != 0:  # rejected: Q* = draft a's q, at the slots inside tile t*
+            sbase = (b * D + a) * K
+            ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
+            lo = tl.sum(((ids >= 0) & (ids < tstar * TILE)).to(tl.int32))  # ascending: slots lo .. hi-1 are here
+            hi = tl.sum(((ids >= 0) & (ids < tstar * TILE + TILE)).to(tl.int32))
+            for k in range(lo, hi):
+                sid = tl.load(ids_ptr + sbase + k)
+                stq = tl.load(tix_ptr + sbase + k).to(tl.int64) << 16
+                c = tl.where(offs == sid, tl.maximum(c - stq, 0), c)  # r(y) = max(0, P(y) - Q*(y) 2^16)
+        cum = tl.cumsum(tl.where(in_row, c, 0), axis=0)  # int64: exact
+        below = tl.sum((in_row & (cum <= tl.load(draw_ptr + 3 * b + 1))).to(tl.int32))
+        tl.store(out_ptr + b * (D + 1) + a, (tstar * TILE + below).to(tl.int32))
 
 
 @triton.jit

@@ -1,8 +1,8 @@
 """Launcher of the Triton verifier: ``verify`` mirrors ``pp3.reference.verify`` (SPEC.md §11) on torch tensors.
 
 Every argument is checked here once (``_args``), before the launches and without reading device memory, so a
-verification can be captured in a CUDA graph with the draft. Six launches over the target rows' tiles
-(``_accept.py``); the last program of a row in launches 1, 2, 3 and 5 reduces the row's partials once, counted in
+verification can be captured in a CUDA graph with the draft. Seven launches over the target rows' tiles
+(``_accept.py``); the last program of a row in launches 1, 2, 4 and 6 reduces the row's partials once, counted in
 with the row counters of ``_workspace``, into per-row buffers the later launches read.
 """
 
@@ -15,7 +15,7 @@ import torch
 import triton
 
 from pp3.kernels import _accept, _args, _workspace
-from pp3.kernels.config import EXACT, MAX_VERIFY_TILES, VERIFY_TILE
+from pp3.kernels.config import COUNT_CHUNK, EXACT, MAX_VERIFY_TILES, VERIFY_TILE, VERIFY_WARPS
 from pp3.kernels.select import exp_constants
 from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, K
 
@@ -63,7 +63,7 @@ def verify(
 
     ``target_logits`` [B, D+1, V] fp32/fp16/bf16; drafts as ``pp3.drafter.Draft`` holds them (int32 tokens, int8
     statuses, int32 slots); ``seed``/``round``/``position`` int64 tensors of uint64 bits (or ints / sequences).
-    Six launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
+    Seven launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
     caller-owned output buffers (a ``Verdict`` of contiguous tensors), written in place.
     """
     x = _args.logits("target_logits", target_logits, dims=3)
@@ -79,8 +79,9 @@ def verify(
     dest = _verdict_out(out, b, d1, dev)
     n_tiles = triton.cdiv(v, tile)
     ntp = max(2, triton.next_power_of_2(n_tiles))
+    n_prog = triton.cdiv(n_tiles, COUNT_CHUNK)
     rows = b * d1
-    counters = _workspace.counters(dev, rows)  # launches 1, 2, 3 and 5 leave them all 0 again
+    counters = _workspace.counters(dev, rows)  # launches 1, 2, 4 and 6 leave them all 0 again
     flags = torch.empty((rows, n_tiles), dtype=torch.int32, device=dev)
     best = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
     cls = torch.empty(rows, dtype=torch.int32, device=dev)
@@ -90,43 +91,57 @@ def verify(
     total = torch.empty(rows, dtype=torch.float64, device=dev)
     counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
     remainder = torch.empty(rows, dtype=torch.int64, device=dev)
-    state = torch.empty((b, 2), dtype=torch.int32, device=dev)
-    residual = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
-    u = torch.empty(b, dtype=torch.int64, device=dev)
+    state = torch.empty((b, 4), dtype=torch.int32, device=dev)
+    plain = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
+    corr = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
+    draw = torch.empty((b, 3), dtype=torch.int64, device=dev)
     status, accepted, tokens = dest.status, dest.accepted, dest.tokens
     consts = exp_constants(dev)
     raw = x.view(_args.RAW[x.dtype])
-    row = (raw, x.stride(0), x.stride(1), v, n_tiles)  # the target logits and their tiles
-    rowinfo = (argmax, maxima, total, remainder)  # what launches 4-6 read of a target row
+    logits = (raw, x.stride(0), x.stride(1), v)
+    row = (*logits, n_tiles)  # the target logits and their tiles
+    weigh = (cls, maxima, keys.temperature, consts)  # what launches 2 and 4 read to weigh a row
     kind = _args.KIND[x.dtype]
     dp = max(2, triton.next_power_of_2(d1))
     ntp_log = ntp.bit_length() - 1
     grid = (rows * n_tiles,)
     _accept._verify_tiles_kernel[grid](
-        *row, counters, flags, best, cls, argmax, maxima, D=d, KIND=kind, TILE=tile, NTP=ntp, **EXACT,
+        *row, counters, flags, best, cls, argmax, maxima,
+        D=d, KIND=kind, TILE=tile, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_sums_kernel[grid](
-        *row, counters, cls, maxima, keys.temperature, consts, sums, total,
-        D=d, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, NTP=ntp, NTP_LOG=ntp_log, **EXACT,
+        *row, counters, *weigh, sums, total,
+        D=d, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, NTP=ntp, NTP_LOG=ntp_log,
+        num_warps=VERIFY_WARPS, **EXACT,
     )
-    _accept._verify_counts_kernel[grid](
-        *row, counters, cls, maxima, keys.temperature, consts, total, counts, remainder,
-        D=d, KIND=kind, TILE=tile, NTP=ntp, **EXACT,
+    chain = (
+        *logits, cls, argmax, maxima, total, remainder, keys.temperature, tok, dst, ids, tix, keys.seed, keys.round,
+        keys.position, consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
     )
-    _accept._verify_rows_kernel[(b,)](
-        raw, x.stride(0), x.stride(1), v, cls, *rowinfo, keys.temperature, tok, dst, ids, tix, keys.seed,
-        keys.round, keys.position, consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
-        D=d, DP=dp, K=K, KIND=kind, **EXACT,
+    sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
+    _accept._verify_rows_kernel[(b,)](*chain, 0, remainder_bound(v), **sizes, **EXACT)
+    _accept._verify_counts_kernel[(rows * n_prog,)](
+        *row, counters, *weigh, total, state, counts, remainder, n_prog,
+        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
     )
-    drafts = (keys.temperature, dst, ids, tix)
+    _accept._verify_rows_kernel[(b,)](*chain, 1, remainder_bound(v), **sizes, **EXACT)
     _accept._verify_residual_kernel[(b * n_tiles,)](
-        *row, counters, *rowinfo, *drafts, keys.seed, keys.round, keys.position, consts, DOMAIN_RESIDUAL, state,
-        residual, u, D=d, DP=dp, K=K, KIND=kind, TILE=tile, NTP=ntp, **EXACT,
+        *row, counters, argmax, maxima, total, keys.temperature, ids, tix, keys.seed, keys.round, keys.position,
+        consts, DOMAIN_RESIDUAL, state, plain, corr, draw, D=d, K=K, KIND=kind, TILE=tile, NTP=ntp,
+        num_warps=VERIFY_WARPS, **EXACT,
     )
-    _accept._verify_draw_kernel[(b * n_tiles,)](
-        *row, *rowinfo, *drafts, consts, state, residual, u, tokens, D=d, DP=dp, K=K, KIND=kind, TILE=tile, **EXACT,
+    _accept._verify_draw_kernel[(b,)](
+        *logits, argmax, maxima, total, keys.temperature, ids, tix, consts, state, draw, tokens,
+        D=d, K=K, KIND=kind, TILE=tile, **EXACT,
     )
     return dest
+
+
+def remainder_bound(v: int) -> int:
+    """An upper bound on the remainder R of every target row (SPEC.md §11.4 "Range": R <= F' <= V). Launch 3 decides
+    the test of a draft x_j = g_j without R unless U_j falls in c .. c + bound - 1 (then launches 4 and 5 do, with R);
+    a larger bound only sends more tests there (the tests raise it to 2^40 to run that path often)."""
+    return v
 
 
 def _verdict_out(out: Any, b: int, d1: int, device: torch.device) -> Verdict:

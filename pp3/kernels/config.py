@@ -18,6 +18,8 @@ MAX_TILE = 4096  # the selector's largest tile: 16 KiB of fp32 per program; smal
 VERIFY_TILE = 512  # the verifier's tile (larger where a row would have more than MAX_VERIFY_TILES): at 1024 and more
 # entries its per-tile fp64 tree is ~10x slower on the H200 (bench/NOTES.md, "Verifier")
 MAX_VERIFY_TILES = 1024  # tiles per target row whose partials one program of the verifier reduces
+VERIFY_WARPS = 4  # warps per program of the verifier's per-tile launches (1, 2, 4 and 6)
+COUNT_CHUNK = 8  # tiles per program of the verifier's launch 4 (the floor counts of the rare marked requests)
 MAX_TILES = 512  # tiles per row that launch 2 merges in one program (512 * 32 keys = 128 KiB)
 FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
 # Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (_finalize_kernel).

@@ -17,7 +17,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from pp3.kernels import _accept, _common, _select
-from pp3.kernels.config import EXACT, FINALIZE_CAP, tile_cap
+from pp3.kernels.config import COUNT_CHUNK, EXACT, FINALIZE_CAP, tile_cap
 from pp3.reference._constants import DOMAIN_ACCEPT, K
 
 FORBIDDEN = {
@@ -47,7 +47,7 @@ _ROWINFO = {"g_ptr": "*i32", "m_ptr": "*fp32", "s_ptr": "*fp64", "rem_ptr": "*i6
 _WEIGHTS = {"cls_ptr": "*i32", "m_ptr": "*fp32", "temp_ptr": "*fp32", "c_ptr": "*fp64"}
 _DRAFT = {"dst_ptr": "*i8", "ids_ptr": "*i32", "tix_ptr": "*i32"}
 _KEYS = {"seed_ptr": "*i64", "round_ptr": "*i64", "pos_ptr": "*i64"}
-# The verifier's six launches (_accept.py): signature, and which of its compile-time sizes it takes.
+# The verifier's launches (_accept.py; launches 3 and 5 are one kernel): signature, and its compile-time sizes.
 VERIFY_SIGS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
     "_verify_tiles_kernel": (
         _ROW | _CNT | {"flags_ptr": "*i32", "keys_ptr": "*i64", "cls_ptr": "*i32", "g_ptr": "*i32", "m_ptr": "*fp32"},
@@ -57,25 +57,28 @@ VERIFY_SIGS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
         _ROW | _CNT | _WEIGHTS | {"sums_ptr": "*fp64", "s_ptr": "*fp64"},
         ("D", "KIND", "TILE", "TILE_LOG", "NTP", "NTP_LOG"),
     ),
-    "_verify_counts_kernel": (
-        _ROW | _CNT | _WEIGHTS | {"s_ptr": "*fp64", "counts_ptr": "*i64", "rem_ptr": "*i64"},
-        ("D", "KIND", "TILE", "NTP"),
-    ),
     "_verify_rows_kernel": (
         _LOGITS | {"cls_ptr": "*i32"} | _ROWINFO | {"temp_ptr": "*fp32", "tok_ptr": "*i32"} | _DRAFT | _KEYS
         | {"c_ptr": "*fp64", "dom_acc": "i64", "status_ptr": "*i8", "acc_ptr": "*i32", "out_ptr": "*i32",
-           "state_ptr": "*i32"},
+           "state_ptr": "*i32", "have_r": "i32", "r_bound": "i32"},
         ("D", "DP", "K", "KIND"),
     ),
+    "_verify_counts_kernel": (
+        _ROW | _CNT | _WEIGHTS
+        | {"s_ptr": "*fp64", "state_ptr": "*i32", "counts_ptr": "*i64", "rem_ptr": "*i64", "n_prog": "i32"},
+        ("D", "KIND", "TILE", "CHUNK", "NTP"),
+    ),
     "_verify_residual_kernel": (
-        _ROW | _CNT | _ROWINFO | {"temp_ptr": "*fp32"} | _DRAFT | _KEYS
-        | {"c_ptr": "*fp64", "dom_res": "i64", "state_ptr": "*i32", "res_ptr": "*i64", "u_ptr": "*i64"},
-        ("D", "DP", "K", "KIND", "TILE", "NTP"),
+        _ROW | _CNT | {"g_ptr": "*i32", "m_ptr": "*fp32", "s_ptr": "*fp64", "temp_ptr": "*fp32", "ids_ptr": "*i32",
+                       "tix_ptr": "*i32"} | _KEYS
+        | {"c_ptr": "*fp64", "dom_res": "i64", "state_ptr": "*i32", "plain_ptr": "*i64", "corr_ptr": "*i64",
+           "draw_ptr": "*i64"},
+        ("D", "K", "KIND", "TILE", "NTP"),
     ),
     "_verify_draw_kernel": (
-        _ROW | _ROWINFO | {"temp_ptr": "*fp32"} | _DRAFT
-        | {"c_ptr": "*fp64", "state_ptr": "*i32", "res_ptr": "*i64", "u_ptr": "*i64", "out_ptr": "*i32"},
-        ("D", "DP", "K", "KIND", "TILE"),
+        _LOGITS | {"g_ptr": "*i32", "m_ptr": "*fp32", "s_ptr": "*fp64", "temp_ptr": "*fp32", "ids_ptr": "*i32",
+                   "tix_ptr": "*i32", "c_ptr": "*fp64", "state_ptr": "*i32", "draw_ptr": "*i64", "out_ptr": "*i32"},
+        ("D", "K", "KIND", "TILE"),
     ),
 }
 UNIFORM_SIG = {
@@ -113,7 +116,7 @@ def _compile(fn: Any, sig: dict[str, str], consts: dict[str, Any], target: GPUTa
 
 def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] | None = None) -> dict[str, str]:
     """PTX of every exact-path kernel variant for ``target`` (sm_90 by default): each logit format, a small and a
-    large tile, both launch-2 merge paths, the verifier's six launches (each format at depth 2, fp32 also at depth 5
+    large tile, both launch-2 merge paths, the verifier's launches (each format at depth 2, fp32 also at depth 5
     and 256 tiles), the §11.5 uniform, the exponential and Philox on their own."""
     tgt = target or GPUTarget("cuda", 90, 32)
     opts = dict(EXACT if options is None else options)
@@ -128,7 +131,7 @@ def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] 
         for depth, tile, ntp in ((5, 1024, 256), (2, 64, 4))[0 if kind.value == 0 else 1 :]:
             sizes = {
                 "D": depth, "DP": triton.next_power_of_2(depth + 1), "K": K, "KIND": kind.value, "TILE": tile,
-                "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp.bit_length() - 1,
+                "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp.bit_length() - 1, "CHUNK": COUNT_CHUNK,
             }
             for name, (sig, used) in VERIFY_SIGS.items():
                 out[f"verify{name[7:-7]}[kind={kind.value},D={depth},tile={tile}]"] = _compile(
