@@ -177,18 +177,18 @@ def test_half_precision_target_logits(dtype: str) -> None:
 )
 def test_bad_arguments_raise_before_any_launch(name: str, bad: Any, exc: type[Exception]) -> None:
     args: dict[str, Any] = {
-        "target_logits": torch.zeros((2, 3, 4)),
+        "target_logits": torch.zeros((2, 3, 4), device=DEV),
         "target_temperature": 1.0,
-        "draft_tokens": torch.zeros((2, 2), dtype=torch.int32),
-        "draft_status": torch.zeros((2, 2), dtype=torch.int8),
-        "draft_ids": torch.zeros((2, 2, 32), dtype=torch.int32),
-        "draft_tickets": torch.zeros((2, 2, 32), dtype=torch.int32),
+        "draft_tokens": torch.zeros((2, 2), dtype=torch.int32, device=DEV),
+        "draft_status": torch.zeros((2, 2), dtype=torch.int8, device=DEV),
+        "draft_ids": torch.zeros((2, 2, 32), dtype=torch.int32, device=DEV),
+        "draft_tickets": torch.zeros((2, 2, 32), dtype=torch.int32, device=DEV),
         "seed": 0,
         "round": 0,
         "position": 0,
     }
-    with pytest.raises(exc, match=name):
-        verify_dev(**(args | {name: bad}))
+    with pytest.raises(exc, match=name):  # on the kernels' device, so that only the named argument is wrong
+        verify_dev(**(args | {name: bad.to(DEV) if isinstance(bad, torch.Tensor) else bad}))
 
 
 def test_kernel_reproduces_the_accept_golden_vectors() -> None:

@@ -372,7 +372,7 @@ def _verify_rows_kernel(
                     acc = u < c + tl.where(tok == g, tl.load(rem_ptr + r), 0).to(tl.uint64)  # P_j(x_j), §11.4 P6
                 else:
                     acc = u < c  # P_j(x_j) >= c
-                    marked = tl.where((tok == g) & (u >= c) & (u < c + r_bound.to(tl.uint64)), 1, marked)
+                    marked = tl.where((tok == g) & (u >= c) & (u < c + r_bound), 1, marked)  # r_bound may be the constant 1
             a += acc.to(tl.int32)
             alive = alive & acc
 

@@ -105,8 +105,12 @@ def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
     x = zc.to(tl.float64)  # E1: exact
     t = x * tl.load(c_ptr + C_INV)  # E2
     shift = tl.load(c_ptr + C_SHIFT)
-    kd = (t + shift) - shift  # E3: nearest integer, ties to even
-    k = kd.to(tl.int32)  # E3: exact
+    big = t + shift  # E3: t rounded to an integer in the binade of SHIFT = 1.5 * 2^52 (ulp 1)
+    kd = big - shift  # E3: nearest integer, ties to even (exact)
+    # E3: k = int(kd), read from big's bits instead of a conversion (the f64 -> int unit is the slow one): big = SHIFT
+    # + k with -9604 <= k <= 0 stays in SHIFT's binade, so its bits are SHIFT's bits + k, whose low word (SHIFT's is
+    # 0) is k in two's complement. tools/audit_exp.py checks every input.
+    k = big.to(tl.int64, bitcast=True).to(tl.int32)
     r = (x - kd * tl.load(c_ptr + C_L1)) - kd * tl.load(c_ptr + C_L2)  # E4
     c2 = tl.load(c_ptr + C_C2)
     c3 = tl.load(c_ptr + C_C3)
