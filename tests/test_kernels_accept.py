@@ -242,8 +242,9 @@ def test_open_tests_at_the_full_vocabulary() -> None:
     assert opened.size >= 1 and (u < np.uint64(c + 65536)).all()
     draft = two_slot_draft(b, 1, 0, qx, 1)
     dev = {k: torch.from_numpy(a).to(DEV) for k, a in draft.items()}
-    got = to_numpy(verify_dev(torch.zeros((b, 2, v), device=DEV), 1.0, *dev.values(),
-                              torch.from_numpy(seed.view(np.int64)).to(DEV), 0, 0))
+    seeds = torch.from_numpy(seed.view(np.int64)).to(DEV)
+    got = to_numpy(verify_dev(torch.zeros((b, 2, v), device=DEV), 1.0, dev["draft_tokens"], dev["draft_status"],
+                              dev["draft_ids"], dev["draft_tickets"], seeds, 0, 0))
     assert (got.accepted == 1).all()
     pick = np.concatenate([opened, np.arange(8)])
     want = verify(np.zeros((pick.size, 2, v), dtype=np.float32), np.float32(1.0),

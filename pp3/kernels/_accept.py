@@ -10,7 +10,16 @@ import triton
 import triton.language as tl
 from triton.language.random import philox_impl
 
-from pp3.kernels._common import _bit_or, _expf, _flag_bits, _key_id, _order_key, _tree, _widen_bits
+from pp3.kernels._common import (
+    KIND_BF16,
+    KIND_F32,
+    OKEY_NEG_INF,
+    OKEY_POS_INF,
+    _expf,
+    _tree,
+    _value_key,
+    _widen_bits,
+)
 
 P_TICKETS_F = tl.constexpr(1099511627776.0)  # 2^40 as fp64: w * 2^40 is exact
 P_TICKETS_I = tl.constexpr(1099511627776)  # 2^40
@@ -87,7 +96,7 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 # (``_last_of_row``, the row counters of ``_workspace``) reduces them once into [R] or [B] buffers that later launches
 # read as scalars. Each reduction is in a fixed order (the P4 tree) or over integers, so which program is last changes
 # no bit.
-#   1. Per tile: the §3 flags and the largest §4.1 key; the row's class, argmax g and maximum m.
+#   1. Per tile: the largest okey (§4.1), its lowest ID and the largest |bits|; the row's class, g and m.
 #   2. Per tile of the OK rows of sampled requests: the §11.4 P4 subtree sum of the weights; the row's S.
 #   3. Per request: the status and the acceptance chain (§11.6) without the remainders R (P6). A draft x_j != g_j
 #      has P_j(x_j) = c_j(x_j), the floor count alone; for x_j = g_j, P_j(x_j) = c + R with 0 <= R <= V (§11.4,
@@ -120,17 +129,21 @@ def _last_of_row(cnt_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor) -> tl.ten
 
 
 @triton.jit
-def _row_argmax(flags_ptr: tl.tensor, keys_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor,
+def _row_argmax(okey_ptr: tl.tensor, id_ptr: tl.tensor, mag_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor,
                 NTP: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
-    """Target row r's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK) and argmax g (the largest §4.1 key), from the
-    partials of launch 1."""
+    """Target row r's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK) and argmax g (the largest value, the lowest ID
+    among equal values: §4.1), from launch 1's per-tile largest okey, its lowest ID and the largest |bits|."""
     ti = tl.arange(0, NTP)
     live = ti < n_tiles
-    fl = tl.reduce(tl.load(flags_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg"), 0, _bit_or)
-    keys = tl.load(keys_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
-    best = tl.max(keys.to(tl.uint64, bitcast=True))
-    cls = tl.where((fl & 1) != 0, 1, tl.where((fl & 2) != 0, 2, tl.where((fl & 4) == 0, 3, 0)))
-    return cls, _key_id(best)
+    okeys = tl.load(okey_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg").to(tl.uint32, bitcast=True)
+    ids = tl.load(id_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
+    mag = tl.max(tl.load(mag_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg"))
+    best = tl.max(okeys)
+    g = tl.min(tl.where(live & (okeys == best), ids, 0x7FFFFFFF))
+    # NaN: some |bits| above +inf's. Otherwise the largest value tells the rest: +inf if it is +inf, zero mass if it
+    # is -inf (nothing finite), else OK. (A negative NaN ranks below -inf, a positive one above +inf: both are NaN.)
+    cls = tl.where(mag > 0x7F800000, 1, tl.where(best == OKEY_POS_INF, 2, tl.where(best <= OKEY_NEG_INF, 3, 0)))
+    return cls, g
 
 
 @triton.jit
@@ -160,8 +173,9 @@ def _verify_tiles_kernel(
     v: tl.tensor,  # vocabulary size V
     n_tiles: tl.tensor,  # tiles per target row
     cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0 (_workspace; left all 0)
-    flags_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's §3 flags
-    keys_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's largest §4.1 key (uint64 bits)
+    okey_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's largest okey (§4.1, uint32 bits)
+    id_ptr: tl.tensor,  # [R, n_tiles] int32 out: the lowest ID in the tile with that okey
+    mag_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's largest fp32 |bits| (NaN: > 0x7F800000)
     cls_ptr: tl.tensor,  # [R] int32 out: each row's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK)
     g_ptr: tl.tensor,  # [R] int32 out: each row's argmax g (§11.4 P1)
     m_ptr: tl.tensor,  # [R] fp32 out: each row's maximum, the logit at g
@@ -170,18 +184,28 @@ def _verify_tiles_kernel(
     TILE: tl.constexpr,  # vocabulary entries per tile, a power of two
     NTP: tl.constexpr,  # power of two >= n_tiles (>= 2)
 ) -> None:
-    # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, per tile; the row's last program reduces them.
+    # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, per tile, on 32-bit values (the ID only where the
+    # largest value ties); the row's last program reduces them. Entries past the row's end read as -inf: they neither
+    # raise the maximum nor flag anything, and a row whose maximum is -inf has failed (zero mass) whatever g is.
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_tiles
-    t = pid % n_tiles
+    t = (pid % n_tiles).to(tl.int32)
     row = x_ptr + (r // (D + 1)) * stride_b + (r % (D + 1)) * stride_j
     offs = t * TILE + tl.arange(0, TILE)
-    in_row = offs < v
-    bits = _widen_bits(tl.load(row + offs, mask=in_row, other=0), KIND)
-    tl.store(flags_ptr + pid, tl.reduce(tl.where(in_row, _flag_bits(bits), 0), 0, _bit_or))
-    tl.store(keys_ptr + pid, tl.max(tl.where(in_row, _order_key(bits, offs), 0)).to(tl.int64, bitcast=True))
+    if KIND == KIND_F32:
+        neg_inf = -8388608  # 0xFF800000
+    elif KIND == KIND_BF16:
+        neg_inf = -128  # 0xFF80
+    else:
+        neg_inf = -1024  # 0xFC00
+    bits = _widen_bits(tl.load(row + offs, mask=offs < v, other=neg_inf), KIND)
+    okey = _value_key(bits)
+    best = tl.max(okey)
+    tl.store(okey_ptr + pid, best.to(tl.int32, bitcast=True))
+    tl.store(id_ptr + pid, tl.min(tl.where(okey == best, offs, 0x7FFFFFFF)))
+    tl.store(mag_ptr + pid, tl.max((bits & 0x7FFFFFFF).to(tl.int32)))
     if _last_of_row(cnt_ptr, r, n_tiles):
-        cls, g = _row_argmax(flags_ptr, keys_ptr, r, n_tiles, NTP)
+        cls, g = _row_argmax(okey_ptr, id_ptr, mag_ptr, r, n_tiles, NTP)
         tl.store(cls_ptr + r, cls)
         tl.store(g_ptr + r, g)
         tl.store(m_ptr + r, _load_one(row, g, KIND))  # read back at the argmax (keeps -0.0 as is)
@@ -371,8 +395,8 @@ def _verify_rows_kernel(
                 if have_r != 0:
                     acc = u < c + tl.where(tok == g, tl.load(rem_ptr + r), 0).to(tl.uint64)  # P_j(x_j), §11.4 P6
                 else:
-                    acc = u < c  # P_j(x_j) >= c
-                    marked = tl.where((tok == g) & (u >= c) & (u < c + r_bound), 1, marked)  # r_bound may be the constant 1
+                    acc = u < c  # P_j(x_j) >= c; r_bound can be Triton's constant 1 (no .to on it)
+                    marked = tl.where((tok == g) & (u >= c) & (u < c + r_bound), 1, marked)
             a += acc.to(tl.int32)
             alive = alive & acc
 

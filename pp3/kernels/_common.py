@@ -36,6 +36,8 @@ KIND_BF16 = tl.constexpr(2)
 FLAG_NAN = tl.constexpr(1)
 FLAG_POS_INF = tl.constexpr(2)
 FLAG_FINITE = tl.constexpr(4)
+OKEY_NEG_INF = tl.constexpr(0x007FFFFF)  # okey(-inf)
+OKEY_POS_INF = tl.constexpr(0xFF800000)  # okey(+inf)
 
 
 @triton.jit
@@ -75,12 +77,18 @@ def _bit_or(a: tl.tensor, b: tl.tensor) -> tl.tensor:
 
 
 @triton.jit
+def _value_key(bits: tl.tensor) -> tl.tensor:
+    """§4.1 okey(x) as uint32 from fp32 bits: ordered as the values are (-0.0 is +0.0); -inf is OKEY_NEG_INF, +inf
+    OKEY_POS_INF, a positive NaN above it, a negative NaN below -inf."""
+    canon = tl.where(bits == 0x80000000, 0, bits).to(tl.uint32)
+    return tl.where((canon & 0x80000000) != 0, canon ^ 0xFFFFFFFF, canon | 0x80000000)
+
+
+@triton.jit
 def _order_key(bits: tl.tensor, gid: tl.tensor) -> tl.tensor:
     """§4.1 ``key(x, i)`` = okey(x) << 32 | (2^32 - 1 - i) as uint64, from fp32 bits and global IDs (-0.0 is +0.0):
     a larger key ranks first. Every real key is >= 2^31, so 0 can pad below them all."""
-    canon = tl.where(bits == 0x80000000, 0, bits).to(tl.uint32)
-    okey = tl.where((canon & 0x80000000) != 0, canon ^ 0xFFFFFFFF, canon | 0x80000000)
-    return (okey.to(tl.uint64) << 32) | (0xFFFFFFFF - gid.to(tl.uint64))
+    return (_value_key(bits).to(tl.uint64) << 32) | (0xFFFFFFFF - gid.to(tl.uint64))
 
 
 @triton.jit
@@ -105,12 +113,8 @@ def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
     x = zc.to(tl.float64)  # E1: exact
     t = x * tl.load(c_ptr + C_INV)  # E2
     shift = tl.load(c_ptr + C_SHIFT)
-    big = t + shift  # E3: t rounded to an integer in the binade of SHIFT = 1.5 * 2^52 (ulp 1)
-    kd = big - shift  # E3: nearest integer, ties to even (exact)
-    # E3: k = int(kd), read from big's bits instead of a conversion (the f64 -> int unit is the slow one): big = SHIFT
-    # + k with -9604 <= k <= 0 stays in SHIFT's binade, so its bits are SHIFT's bits + k, whose low word (SHIFT's is
-    # 0) is k in two's complement. tools/audit_exp.py checks every input.
-    k = big.to(tl.int64, bitcast=True).to(tl.int32)
+    kd = (t + shift) - shift  # E3: nearest integer, ties to even
+    k = kd.to(tl.int32)  # E3: exact
     r = (x - kd * tl.load(c_ptr + C_L1)) - kd * tl.load(c_ptr + C_L2)  # E4
     c2 = tl.load(c_ptr + C_C2)
     c3 = tl.load(c_ptr + C_C3)

@@ -15,7 +15,15 @@ import torch
 import triton
 
 from pp3.kernels import _accept, _args, _workspace
-from pp3.kernels.config import COUNT_CHUNK, EXACT, MAX_VERIFY_TILES, VERIFY_TILE, VERIFY_WARPS
+from pp3.kernels.config import (
+    COUNT_CHUNK,
+    EXACT,
+    MAX_VERIFY_TILES,
+    VERIFY_SMALL_ENTRIES,
+    VERIFY_TILE,
+    VERIFY_TILE_SMALL,
+    VERIFY_WARPS,
+)
 from pp3.kernels.select import exp_constants
 from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, K
 
@@ -29,11 +37,12 @@ class Verdict:
     tokens: torch.Tensor  # [B, D+1] int32
 
 
-def _verify_tile(tile: Any, v: int) -> int:
-    """The verifier's tile: ``None`` (VERIFY_TILE, doubled until the row has at most MAX_VERIFY_TILES tiles) or a
-    power of two >= 2, clipped to the padded row."""
+def _verify_tile(tile: Any, v: int, rows: int) -> int:
+    """The verifier's tile: ``None`` (VERIFY_TILE_SMALL for calls of at most VERIFY_SMALL_ENTRIES target entries over
+    ``rows`` target rows, else VERIFY_TILE; doubled until a row has at most MAX_VERIFY_TILES tiles) or a power of two
+    >= 2; clipped to the padded row."""
     if tile is None:
-        t = VERIFY_TILE
+        t = VERIFY_TILE_SMALL if rows * v <= VERIFY_SMALL_ENTRIES else VERIFY_TILE
         while triton.cdiv(v, t) > MAX_VERIFY_TILES:
             t *= 2
     else:
@@ -70,7 +79,7 @@ def verify(
     b, d1, v = x.shape
     d = d1 - 1
     dev = x.device
-    tile = _verify_tile(tile, v)
+    tile = _verify_tile(tile, v, b * d1)
     tok = _args.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)
     dst = _args.tensor("draft_status", draft_status, torch.int8, (b, d), dev)
     ids = _args.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)
@@ -82,8 +91,7 @@ def verify(
     n_prog = triton.cdiv(n_tiles, COUNT_CHUNK)
     rows = b * d1
     counters = _workspace.counters(dev, rows)  # launches 1, 2, 4 and 6 leave them all 0 again
-    flags = torch.empty((rows, n_tiles), dtype=torch.int32, device=dev)
-    best = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
+    tile_okey, tile_id, tile_mag = (torch.empty((rows, n_tiles), dtype=torch.int32, device=dev) for _ in range(3))
     cls = torch.empty(rows, dtype=torch.int32, device=dev)
     argmax = torch.empty(rows, dtype=torch.int32, device=dev)
     maxima = torch.empty(rows, dtype=torch.float32, device=dev)
@@ -106,7 +114,7 @@ def verify(
     ntp_log = ntp.bit_length() - 1
     grid = (rows * n_tiles,)
     _accept._verify_tiles_kernel[grid](
-        *row, counters, flags, best, cls, argmax, maxima,
+        *row, counters, tile_okey, tile_id, tile_mag, cls, argmax, maxima,
         D=d, KIND=kind, TILE=tile, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_sums_kernel[grid](

@@ -15,8 +15,11 @@ if TYPE_CHECKING:
     import torch
 
 MAX_TILE = 4096  # the selector's largest tile: 16 KiB of fp32 per program; smaller rows get smaller tiles
-VERIFY_TILE = 512  # the verifier's tile (larger where a row would have more than MAX_VERIFY_TILES): at 1024 and more
-# entries its per-tile fp64 tree is ~10x slower on the H200 (bench/NOTES.md, "Verifier")
+# The verifier's tile: VERIFY_TILE for calls of more than VERIFY_SMALL_ENTRIES target entries, VERIFY_TILE_SMALL for
+# smaller ones (more programs per row); the H200 sweeps are in bench/NOTES.md, "Verifier attempt 4".
+VERIFY_TILE = 2048
+VERIFY_TILE_SMALL = 1024
+VERIFY_SMALL_ENTRIES = 1 << 22  # B * (D + 1) * V: B <= 4 at depth 5 and V = 163840
 MAX_VERIFY_TILES = 1024  # tiles per target row whose partials one program of the verifier reduces
 VERIFY_WARPS = 4  # warps per program of the verifier's per-tile launches (1, 2, 4 and 6)
 COUNT_CHUNK = 8  # tiles per program of the verifier's launch 4 (the floor counts of the rare marked requests)

@@ -50,7 +50,8 @@ _KEYS = {"seed_ptr": "*i64", "round_ptr": "*i64", "pos_ptr": "*i64"}
 # The verifier's launches (_accept.py; launches 3 and 5 are one kernel): signature, and its compile-time sizes.
 VERIFY_SIGS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
     "_verify_tiles_kernel": (
-        _ROW | _CNT | {"flags_ptr": "*i32", "keys_ptr": "*i64", "cls_ptr": "*i32", "g_ptr": "*i32", "m_ptr": "*fp32"},
+        _ROW | _CNT | {"okey_ptr": "*i32", "id_ptr": "*i32", "mag_ptr": "*i32", "cls_ptr": "*i32", "g_ptr": "*i32",
+                       "m_ptr": "*fp32"},
         ("D", "KIND", "TILE", "NTP"),
     ),
     "_verify_sums_kernel": (
