@@ -1,5 +1,10 @@
 """Drafter integration: ``TPDrafter`` runs a fixed-depth proposal loop over a (possibly vocabulary-sharded) drafter.
 
+A drafter is either a ``DraftModel`` (token-only: the whole context in, the next position's logits out) or a
+``StatefulDraftModel`` (``start(context) -> state``, then ``step(tokens, state) -> (logits, state)`` per position:
+a drafter with hidden states or a KV cache, EAGLE- or MTP-style). Both run through one loop: a ``DraftModel`` is
+driven through an internal adapter whose state is the context fed so far.
+
 ``draft`` is the ordinary greedy path: per position the argmax of the drafter logits (ties to the lower ID), in
 plain torch, with no host synchronisation, so it can be captured in a CUDA graph. It is exactly the selector's T0
 output (SPEC.md §4.2, §7: slot 0 = (g, 2^24)), and it imports no sampled-kernel code.
@@ -9,6 +14,10 @@ only when the environment variable ``DSPARK_SAMPLED_TOP32=1`` is set; otherwise 
 ``SampledDraftingDisabled`` naming the variable. Draft ``d`` of a row is keyed by the row's seed, the round, and its
 absolute position ``position + d``. On CUDA tensors it runs the Triton selector (imported on first use); on the CPU
 the NumPy reference (``backend="triton"`` forces the kernels, e.g. under ``TRITON_INTERPRET=1``).
+
+``draft_with_state`` and ``draft_sampled_with_state`` are the same two paths returning ``(Draft, state)``: the
+drafter's state after its last step, for a caller that keeps it (e.g. a KV cache to roll back to the accepted
+tokens).
 
 The depth is fixed when the drafter is built, before anything is drawn. Both paths return a ``Draft`` whose fields
 are the draft inputs of the verifier (``pp3.reference.verify``, ``pp3.kernels.verify``; SPEC.md §11.2). A failed
@@ -20,8 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import torch
@@ -36,16 +45,78 @@ class SampledDraftingDisabled(RuntimeError):
     """``draft_sampled`` was called without ``DSPARK_SAMPLED_TOP32=1`` in the environment."""
 
 
+Logits = torch.Tensor | Sequence[torch.Tensor]  # [B, V] logits, or contiguous vocabulary shards [B, V_r] in ID order
+S = TypeVar("S")
+
+
 class DraftModel(Protocol):
-    """A drafter: maps the context so far to the next position's logits, whole or as vocabulary shards."""
+    """A token-only drafter: maps the context so far to the next position's logits, whole or as vocabulary shards."""
 
     @property
     def vocab_size(self) -> int: ...
 
-    def __call__(self, tokens: torch.Tensor) -> torch.Tensor | Sequence[torch.Tensor]:
+    def __call__(self, tokens: torch.Tensor) -> Logits:
         """``tokens`` [B, t] int64 (its last column is the previous token) -> [B, V] logits, or contiguous
         vocabulary shards [B, V_r] in ID order that tile 0 .. V-1."""
         ...
+
+
+@runtime_checkable
+class StatefulDraftModel(Protocol[S]):
+    """A drafter that carries its own state between positions (hidden states, a KV cache), one token per step.
+
+    ``TPDrafter`` calls ``start`` once per draft and then ``step`` exactly ``depth`` times; each step consumes one
+    token per row and gives the logits of the next position, so ``step`` is the only call that yields logits.
+    The state is opaque to pp3: it is passed back as it was returned. A model with a ``step`` attribute is driven
+    through this protocol (``TPDrafter`` checks that it has ``start`` too).
+    """
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def start(self, context: torch.Tensor) -> S:
+        """``context`` [B, t] int64, t >= 1 -> the state before drafting: the context consumed except its last
+        column ``context[:, -1]``, which is the first step's input (for t = 1, nothing consumed)."""
+        ...
+
+    def step(self, tokens: torch.Tensor, state: S) -> tuple[Logits, S]:
+        """``tokens`` [B] int64, one per row (the context's last token, then each draft in turn; a failed draft is
+        fed as token 0) -> (the next position's [B, V] logits or vocabulary shards, the state with ``tokens``
+        consumed)."""
+        ...
+
+
+class _TokenOnly:
+    """A ``DraftModel`` as a ``StatefulDraftModel``: the state is the context fed so far, [B, n] int64, so the model
+    sees exactly the contexts it would see fed with ``torch.cat`` position by position."""
+
+    def __init__(self, model: DraftModel) -> None:
+        self.model = model
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.vocab_size
+
+    def start(self, context: torch.Tensor) -> torch.Tensor:
+        return context[:, :-1]
+
+    def step(self, tokens: torch.Tensor, state: torch.Tensor) -> tuple[Logits, torch.Tensor]:
+        ctx = torch.cat([state, tokens[:, None]], dim=1)
+        return self.model(ctx), ctx
+
+
+def _as_stateful(model: Any) -> StatefulDraftModel[Any]:
+    """The model as the loop drives it: a stateful model as it is, a token-only one through ``_TokenOnly``."""
+    if hasattr(model, "step"):
+        if not isinstance(model, StatefulDraftModel) or not (callable(model.start) and callable(model.step)):
+            raise TypeError("model: a stateful drafter needs a vocab_size, start(context) and step(tokens, state)")
+        return model
+    if not callable(model) or not hasattr(model, "vocab_size"):
+        raise TypeError(
+            "model: expected a DraftModel (vocab_size, __call__(tokens)) or a StatefulDraftModel "
+            "(vocab_size, start(context), step(tokens, state))"
+        )
+    return _TokenOnly(model)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,11 +204,12 @@ def _checked_tile(tile: Any, vocab: int) -> int:
 
 
 class TPDrafter:
-    """A fixed-depth drafting loop around a ``DraftModel`` (whole or vocabulary-sharded logits)."""
+    """A fixed-depth drafting loop around a ``DraftModel`` or a ``StatefulDraftModel`` (whole or vocabulary-sharded
+    logits). ``model`` is kept as given; a model with a ``step`` attribute is stateful, any other is token-only."""
 
     def __init__(
         self,
-        model: DraftModel,
+        model: DraftModel | StatefulDraftModel[Any],
         depth: int,
         *,
         tau: float = DEFAULT_TAU,
@@ -153,6 +225,7 @@ class TPDrafter:
         from pp3.reference._args import as_tau
 
         self.model = model
+        self._stateful = _as_stateful(model)
         self.depth = depth
         self.tau = float(as_tau(tau))
         self.backend: Backend = backend
@@ -161,21 +234,18 @@ class TPDrafter:
     # -------------------------------------------------------------------------------------------- greedy path
     def draft(self, context: torch.Tensor) -> Draft:
         """The greedy path: ``depth`` argmax steps from ``context`` [B, t] (int64 token IDs, t >= 1)."""
-        ctx = self._check_context(context)
-        b = ctx.shape[0]
-        toks, stats = [], []
-        for _ in range(self.depth):
-            token, status = greedy_select(_as_shards(self.model(ctx), self.model.vocab_size, b))
-            toks.append(token)
-            stats.append(status)
-            ctx = torch.cat([ctx, token.clamp_min(0).to(ctx.dtype)[:, None]], dim=1)
-        tokens = torch.stack(toks, dim=1)
-        status = torch.stack(stats, dim=1)
-        ids = torch.full((b, self.depth, K), EMPTY_ID, dtype=torch.int32, device=ctx.device)
-        tickets = torch.zeros((b, self.depth, K), dtype=torch.int32, device=ctx.device)
+        return self.draft_with_state(context)[0]
+
+    def draft_with_state(self, context: torch.Tensor) -> tuple[Draft, Any]:
+        """``draft``, and the drafter's state after its ``depth`` steps (the context and every draft but the last
+        consumed; for a token-only model the context it was last fed, [B, t + depth - 1] int64)."""
+        (tokens, status), state = self._run(context, _greedy_step)
+        b = tokens.shape[0]
+        ids = torch.full((b, self.depth, K), EMPTY_ID, dtype=torch.int32, device=tokens.device)
+        tickets = torch.zeros((b, self.depth, K), dtype=torch.int32, device=tokens.device)
         ids[:, :, 0] = tokens  # §7 T0: slot 0 = (g, 2^24); failed rows: every slot empty
         tickets[:, :, 0] = torch.where(status == 0, TICKETS, 0).to(torch.int32)
-        return Draft(tokens=tokens, status=status, ids=ids, tickets=tickets)
+        return Draft(tokens=tokens, status=status, ids=ids, tickets=tickets), state
 
     # ------------------------------------------------------------------------------------------- sampled path
     def draft_sampled(
@@ -188,34 +258,45 @@ class TPDrafter:
     ) -> Draft:
         """The sampled path (needs ``DSPARK_SAMPLED_TOP32=1``): ``depth`` selector steps; draft d of row b is keyed
         by (seed[b], round[b], position[b] + d) with the proposal domain (SPEC.md §8)."""
+        return self.draft_sampled_with_state(context, target_temperature, seed, round, position)[0]
+
+    def draft_sampled_with_state(
+        self,
+        context: torch.Tensor,
+        target_temperature: Any,
+        seed: Any,
+        round: Any,
+        position: Any,
+    ) -> tuple[Draft, Any]:
+        """``draft_sampled``, and the drafter's state after its ``depth`` steps (as ``draft_with_state``)."""
         if not sampled_enabled():
             raise SampledDraftingDisabled(
                 f"draft_sampled is disabled: set the environment variable {SAMPLED_ENV}=1 to admit sampled "
                 "top-32 drafting (the greedy path is draft())"
             )
+        select = _SampledSteps(target_temperature, seed, round, position, self.tau, self.tile, self.backend)
+        (tokens, status, ids, tickets), state = self._run(context, select)
+        return Draft(tokens=tokens, status=status, ids=ids, tickets=tickets), state
+
+    # ------------------------------------------------------------------------------------------- the one loop
+    def _run(self, context: Any, select: Select) -> tuple[list[torch.Tensor], Any]:
+        """``depth`` steps of the model from ``context``, each position's shards through ``select``: its fields
+        stacked over the depth ([B, D, ...]), and the model's last state. The first field is the token; a failed
+        position (token -1) is fed as token 0."""
         ctx = self._check_context(context)
         b = ctx.shape[0]
-        shards = _as_shards(self.model(ctx), self.model.vocab_size, b)
-        use_triton = self.backend == "triton" or (self.backend == "auto" and shards[0].is_cuda)
-        step = (_TritonSteps if use_triton else _ReferenceSteps)(
-            target_temperature, seed, round, position, self.tau, self.tile, b, shards[0].device
-        )
-        toks, stats, idss, tixs = [], [], [], []
+        state = self._stateful.start(ctx)
+        prev = ctx[:, -1]
+        per_depth: list[tuple[torch.Tensor, ...]] = []
         for d in range(self.depth):
-            if d:
-                shards = _as_shards(self.model(ctx), self.model.vocab_size, b)
-            token, status, ids, tickets = step(shards, d)
-            toks.append(token)
-            stats.append(status)
-            idss.append(ids)
-            tixs.append(tickets)
-            ctx = torch.cat([ctx, token.clamp_min(0).to(ctx.dtype)[:, None]], dim=1)
-        return Draft(
-            tokens=torch.stack(toks, 1),
-            status=torch.stack(stats, 1),
-            ids=torch.stack(idss, 1),
-            tickets=torch.stack(tixs, 1),
-        )
+            out = self._stateful.step(prev, state)
+            if not isinstance(out, tuple) or len(out) != 2:
+                raise TypeError(f"model.step: expected a pair (logits or shards, state), got {type(out).__name__}")
+            logits, state = out
+            fields = select(_as_shards(logits, self._stateful.vocab_size, b), d)
+            per_depth.append(fields)
+            prev = fields[0].clamp_min(0).to(torch.int64)
+        return [torch.stack(f, dim=1) for f in zip(*per_depth, strict=True)], state
 
     @staticmethod
     def _check_context(context: Any) -> torch.Tensor:
@@ -227,6 +308,32 @@ class TPDrafter:
 
 
 Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # token, status, ids, tickets of one depth
+Select = Callable[[list[torch.Tensor], int], tuple[torch.Tensor, ...]]  # one depth's shards -> its fields, token first
+
+
+def _greedy_step(shards: list[torch.Tensor], d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The greedy path's selection at depth ``d`` (unkeyed: ``d`` is not used)."""
+    return greedy_select(shards)
+
+
+class _SampledSteps:
+    """The sampled path's selection: the backend and the keys are settled at depth 0, from the model's first output
+    (its rows and device), then one selector call per depth."""
+
+    def __init__(
+        self, temp: Any, seed: Any, round_: Any, position: Any, tau: float, tile: int | None, backend: Backend
+    ) -> None:
+        self.keys = (temp, seed, round_, position)
+        self.tau, self.tile, self.backend = tau, tile, backend
+        self.steps: _TritonSteps | _ReferenceSteps | None = None
+
+    def __call__(self, shards: list[torch.Tensor], d: int) -> Step:
+        if self.steps is None:
+            use_triton = self.backend == "triton" or (self.backend == "auto" and shards[0].is_cuda)
+            self.steps = (_TritonSteps if use_triton else _ReferenceSteps)(
+                *self.keys, self.tau, self.tile, shards[0].shape[0], shards[0].device
+            )
+        return self.steps(shards, d)
 
 
 class _TritonSteps:

@@ -1,4 +1,4 @@
 """pp3's test kit, shipped with the package: one record of a call (``call``), one exact comparator (``compare``), the
-conformance files (``golden``), one catalogue of planted bugs (``mutants``), the Markov drafter (``markov``),
-CUDA-graph timing (``timing``) and the environment stamp (``stamp``). Importing it imports nothing else; each module
-imports torch (and the kernels) only where it runs them."""
+conformance files (``golden``), one catalogue of planted bugs (``mutants``), the Markov drafter (``markov``), the
+stateful test drafters (``stateful``), CUDA-graph timing (``timing``) and the environment stamp (``stamp``).
+Importing it imports nothing else; each module imports torch (and the kernels) only where it runs them."""
