@@ -35,6 +35,9 @@ verify: $(STAMP)
 # Every Python directory of the project (pp3 and its benchmarks, tools, audits and tests).
 TYPECHECK_DIRS = pp3 bench tools stats proptests tests conftest.py
 
+typecheck: $(STAMP)
+	MYPYPATH=typings $(VENV)/bin/mypy --strict $(TYPECHECK_DIRS)
+
 # The package as a user gets it: build the wheel, install it with the kernels extra into a fresh venv outside the
 # repository (the pins of requirements/cpu.txt as constraints, so torch is the CPU build), then, from an empty folder
 # (nothing of the repository importable), run the conformance files, `pp3 verify` under the interpreter, the
