@@ -110,6 +110,8 @@ def test_bad_arguments_raise_before_any_launch(
         "tau": 0.7,
     }
     args.update(kwargs)
+    # on the kernels' device, so that only the named argument is wrong (on a GPU machine a CPU tensor is refused)
+    args = {k: a.to(DEVICE) if isinstance(a, torch.Tensor) else a for k, a in args.items()}
     tile = args.pop("tile", None)
     with pytest.raises(error, match=name):
         propose(**args, tile=tile)  # type: ignore[arg-type]
@@ -210,8 +212,8 @@ def test_exact_options_are_passed_on_every_launch(monkeypatch: pytest.MonkeyPatc
     spies = {name: _Spy() for name in ("_tile_candidates_kernel", "_finalize_kernel")}
     for name, spy in spies.items():
         monkeypatch.setattr(_select, name, spy)
-    propose(torch.zeros(2, 5000), 1.0, 1, 2, 3)
-    propose(torch.zeros(2, 300), 1.0, 1, 2, 3, launch=config.LaunchConfig(warps=(4, 2), pdl=False))
+    propose(torch.zeros(2, 5000, device=DEVICE), 1.0, 1, 2, 3)
+    propose(torch.zeros(2, 300, device=DEVICE), 1.0, 1, 2, 3, launch=config.LaunchConfig(warps=(4, 2), pdl=False))
     assert config.EXACT == {"enable_fp_fusion": False, "enable_reflect_ftz": False}
     for name, spy in spies.items():
         assert len(spy.options) == 2, name
