@@ -94,12 +94,25 @@ def _writable(flag: str, path: str | None) -> bool:
 
 
 def _verifier(name: str) -> Callable[..., Any] | None:
-    """None (the reference verifier) or the Triton verifier with the reference's calling convention."""
+    """None (the reference verifier), the Triton verifier or FlashInfer's chain with the reference's convention."""
     if name == "reference":
         return None
+    if name == "flashinfer":
+        from pp3.testing.peers import flashinfer_verifier
+
+        return flashinfer_verifier()
     from pp3.testing.call import kernel_verifier
 
     return kernel_verifier
+
+
+def _verifier_mutants(name: str, none: bool) -> dict[str, Callable[..., Any]]:
+    """The planted bugs of a peer verifier (FlashInfer fed the greedy path's q), by name."""
+    if name != "flashinfer" or none:
+        return {}
+    from pp3.testing.peers import flashinfer_verifier
+
+    return {"flashinfer-q-from-greedy": flashinfer_verifier(q="greedy", seed=1)}
 
 
 # ---------------------------------------------------------------------------------------------------- commands
@@ -147,7 +160,9 @@ def cmd_audit(argv: Sequence[str]) -> int:
     ap.add_argument("--vocab", type=_at_least("--vocab", 2), default=8)
     ap.add_argument("--seed", type=_at_least("--seed", 0), default=0)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the drafter runs")
-    ap.add_argument("--verifier", choices=("reference", "triton"), default="reference")
+    ap.add_argument("--verifier", choices=("reference", "triton", "flashinfer"), default="reference",
+                    help="flashinfer: FlashInfer's chain_speculative_sampling fed pp3's exact q (needs --device cuda); "
+                    "its planted bug feeds it the greedy path's q")
     ap.add_argument("--batch", type=_at_least("--batch", 1), default=1 << 16, help="sequences per simulated batch")
     ap.add_argument("--plot", metavar="PNG", help="write the acceptance / tokens-per-step plot here (matplotlib)")
     ap.add_argument("--markdown", metavar="MD", help="write the tables here")
@@ -165,6 +180,9 @@ def cmd_audit(argv: Sequence[str]) -> int:
     if _missing("audit-e2e", ("torch",), "kernels") or (
         args.verifier == "triton" and _missing("audit-e2e --verifier triton", ("triton",), "kernels")
     ):
+        return 2
+    if args.verifier == "flashinfer" and args.device != "cuda":
+        print("pp3 audit-e2e: --verifier flashinfer runs on the GPU; give --device cuda", file=sys.stderr)
         return 2
     if args.plot and _missing("audit-e2e --plot", ("matplotlib",), "plot"):
         return 2
@@ -187,6 +205,7 @@ def cmd_audit(argv: Sequence[str]) -> int:
         seed=args.seed,
         batch=args.batch,
         verifier=_verifier(args.verifier),
+        verifier_mutants=_verifier_mutants(args.verifier, args.no_mutants),
         progress=bar,
     )
     seconds = time.perf_counter() - t0

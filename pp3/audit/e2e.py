@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -421,12 +421,14 @@ def run_audit(
     seed: int = 0,
     batch: int = 1 << 16,
     verifier: Verifier | None = None,
+    verifier_mutants: Mapping[str, Verifier] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Audit:
     """The real run over temperatures x modes, then each planted bug (sampled drafting) at mutant_temperatures.
 
-    ``verifier`` replaces the reference verifier in the real run (e.g. the Triton kernel); planted bugs are
-    always planted in the reference."""
+    ``verifier`` replaces the reference verifier in the real run (e.g. the Triton kernel); the planted bugs of
+    ``mutants`` are planted in the reference. ``verifier_mutants``: more planted bugs, each a wrong verifier by name
+    (e.g. FlashInfer fed the greedy path's q), run as the real run's verifier is."""
 
     def prog(tag: str) -> Progress | None:
         return None if progress is None else (lambda done, total: progress(tag, done, total))
@@ -447,6 +449,18 @@ def run_audit(
             alpha=alpha,
         )
         for mu in mutants
+    ]
+    fams += [
+        Family(
+            name=name,
+            cases=[
+                run_case(setup, t, "sampled", mutant_n or n, seed=seed + 1, batch=batch, verifier=wrong,
+                         progress=prog(f"{name} T={t:g}"))
+                for t in mutant_temperatures
+            ],
+            alpha=alpha,
+        )
+        for name, wrong in (verifier_mutants or {}).items()
     ]
     return Audit(real=Family("real", real, alpha), mutants=fams)
 
