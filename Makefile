@@ -103,7 +103,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: gpu-env verify-gpu bulk-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab bench-stages bench-drafter audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-session
+.PHONY: gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab bench-stages bench-drafter audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-session
 
 GPU_PY ?= python3
 OUT ?= results
@@ -118,6 +118,11 @@ PTX_TIMEOUT ?= 300
 BULK_ROWS ?= 1000000
 BULK_SEED ?= 0
 BULK_TIMEOUT ?= 560
+VERIFY_BULK_ROWS ?= 1000000
+VERIFY_BULK_SEED ?= 0
+VERIFY_BULK_START ?= 0
+VERIFY_BULK_SECONDS ?= 300
+VERIFY_BULK_TIMEOUT ?= 560
 PROPS_WORKERS ?= 6
 PROPS_TIMEOUT ?= 560
 EXPF_TIMEOUT ?= 200
@@ -144,8 +149,8 @@ RANK_TIMEOUT ?= 470
 GPU_SESSION ?= gpu-env verify-gpu props-gpu expf-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab bench-stages \
   bench-drafter audit-e2e-gpu
 
-GPU_TARGETS = gpu-env verify-gpu bulk-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab bench-stages \
-  bench-drafter audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-session
+GPU_TARGETS = gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab \
+  bench-stages bench-drafter audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-session
 $(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
 $(GPU_TARGETS): export FLASHINFER_WORKSPACE_BASE := $(GPUCACHE)
@@ -176,6 +181,17 @@ bulk-gpu:
 	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3.audit.parity --full --bulk-only --bulk-rows $(BULK_ROWS) \
 	  --bulk-seed $(BULK_SEED) 2>&1 | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
 	  | tee $(OUT)/bulk_$(BULK_SEED).log | tail -4
+
+# The verifier's bulk rows (pp3.audit.accept_bulk): VERIFY_BULK_ROWS request rows of seed VERIFY_BULK_SEED from row
+# VERIFY_BULK_START at V = 163840, no batch started after VERIFY_BULK_SECONDS; the JSON (which rows were checked, the
+# counts, the --seed/--start that resumes them) into $(OUT)/bulk_verify_<seed>_<start>.json, progress into the .log.
+bulk-verify-gpu:
+	$(gpu_step)
+	{ timeout $(VERIFY_BULK_TIMEOUT) $(GPU_PY) -m pp3.audit.accept_bulk --rows $(VERIFY_BULK_ROWS) \
+	  --seed $(VERIFY_BULK_SEED) --start $(VERIFY_BULK_START) --max-seconds $(VERIFY_BULK_SECONDS) --json \
+	  --out $(OUT)/bulk_verify_failures > $(OUT)/bulk_verify_$(VERIFY_BULK_SEED)_$(VERIFY_BULK_START).json; } 2>&1 \
+	  | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
+	  | tee $(OUT)/bulk_verify_$(VERIFY_BULK_SEED)_$(VERIFY_BULK_START).log | tail -4
 
 # The kernel-facing property tests (parity, invariances), Hypothesis profile gpu, in PROPS_WORKERS processes.
 props-gpu:

@@ -1,0 +1,149 @@
+"""``python -m pp3.audit.accept_bulk``, the verifier's bulk parity run, at interpreter sizes: a tiny run equals the
+reference and covers every category it counts, a planted kernel bug is caught (and its dump replays), rows do not
+depend on the run that checks them, and runs that would check nothing refuse to start.
+
+Runs under TRITON_INTERPRET=1 (V = 40: ~25 s in all) or natively on a CUDA GPU; skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+    pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU", allow_module_level=True)
+
+import pp3.kernels  # noqa: E402
+from pp3.audit import accept_bulk  # noqa: E402
+
+pytestmark = [
+    pytest.mark.interpreter,
+    # the interpreter's runtime-bound loops (the tile loops) convert 1-element arrays to ints (NumPy 2.3 warns)
+    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning"),  # -inf / +inf, masked
+]
+DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+TINY = ["--vocab", "40", "--workers", "1", "--json"]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    rc = accept_bulk.main(argv)
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return rc, doc
+
+
+def test_a_tiny_run_equals_the_reference_and_covers_every_category(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """48 rows in 3 batches (depths 1, 2, 3; fp32, fp16, bf16): every status, T0 and sampled OK rows, every plan."""
+    out = tmp_path / "failures"
+    rc, doc = run([*TINY, "--rows", "48", "--batch", "16", "--out", str(out)], capsys)
+    c = doc["counts"]
+    assert rc == 0 and doc["verdict"] == "PASS" and c["mismatching_rows"] == 0, doc
+    assert doc["rows_checked"] == [0, 48] and doc["complete"] and doc["resume"] is None
+    assert c["rows"] == 48 and sum(c["status"].values()) == 48
+    assert all(c["status"][str(s)] >= 1 for s in range(6)), c["status"]
+    assert c["ok"]["t0"] >= 1 and c["ok"]["sampled"] >= 1, c["ok"]
+    assert c["depth"] == {"1": 16, "2": 16, "3": 16} and c["dtype"] == {"bf16": 16, "fp16": 16, "fp32": 16}
+    assert all(n >= 1 for n in c["plan"].values()), c["plan"]
+    for flag in ("truncated", "argmax_drafts", "extreme_keys", "position_wraps", "flat_rows", "masked_rows", "bonus"):
+        assert c[flag] >= 1, (flag, c)
+    assert not out.exists()  # made to check that it can be written, removed again: nothing failed
+
+
+def test_a_planted_kernel_bug_is_caught_and_its_batch_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = pp3.kernels.verify
+
+    def flipped(*args: Any, **kw: Any) -> Any:
+        res = real(*args, **kw)
+        res.tokens[3, 0] ^= 1  # the planted bug: one token of row 3 is off (a failed row's -1 becomes -2)
+        return res
+
+    monkeypatch.setattr(pp3.kernels, "verify", flipped)
+    rc, doc = run([*TINY, "--rows", "8", "--batch", "8", "--seed", "5", "--out", str(tmp_path)], capsys)
+    c = doc["counts"]
+    assert rc == 1 and doc["verdict"] == "MISMATCH" and doc["stopped"] == "mismatch", doc
+    assert c["mismatching_rows"] == 1 and c["mismatches_per_field"] == {"status": 0, "accepted": 0, "tokens": 1}
+    dump = Path(doc["failure"])
+    assert dump.exists() and dump.parent == tmp_path
+    report = json.loads(dump.with_suffix(".json").read_text())
+    assert report["mismatching_rows"] == [3] and report["rows"][0]["row"] == 3
+    z = np.load(dump)
+    assert z["bits"].shape == (8, 2, 40) and z["kernel_tokens"][3, 0] != z["reference_tokens"][3, 0]
+    assert accept_bulk.main(["--replay", str(dump)]) == 1  # still planted: the replay sees it
+    monkeypatch.undo()
+    assert accept_bulk.main(["--replay", str(dump)]) == 0  # the real kernels on the dumped inputs
+
+
+def test_open_requests_pass_with_every_argmax_test_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At V = 40 no test falls in launch 3's open window by chance (it needs V > 2^16); with the bound raised to
+    2^40 every test of x_j = g_j with U_j >= c is open, so the argmax and open requests go through launches 4-5."""
+    from pp3.kernels import accept
+
+    monkeypatch.setattr(accept, "remainder_bound", lambda v: 1 << 40)
+    rc, doc = run([*TINY, "--rows", "16", "--batch", "16", "--seed", "1", "--out", str(tmp_path)], capsys)
+    assert rc == 0 and doc["counts"]["mismatching_rows"] == 0, doc
+    assert doc["counts"]["plan"]["argmax"] + doc["counts"]["plan"]["open"] >= 3, doc["counts"]["plan"]
+
+
+def test_open_q_puts_the_tests_in_the_open_window() -> None:
+    """V = 163840: c = 6710886, R = 65536, Q = 104 (s = 6815744): U >= c is open (s <= c + V - 1) and U >= c + R
+    rejects; no such Q where 2^16 >> V."""
+    v = 163840
+    c, r, q = (1 << 40) // v, (1 << 40) % v, accept_bulk.open_q(v)
+    assert (c, r, q) == (6710886, 65536, 104)
+    assert q is not None and c + r < q << 16 < c + v
+    assert accept_bulk.open_q(40) is None and accept_bulk.open_q(1) is None
+
+
+def test_a_row_is_the_same_whichever_run_checks_it() -> None:
+    """Rows 4-7 built in a batch of rows 0-7 and in one of rows 4-7 (a resumed run): the same plan and logit bits."""
+    d, fmt = accept_bulk.batch_layout(2)
+    whole = accept_bulk.plan_batch(3, np.arange(8), d, 40)
+    tail = accept_bulk.plan_batch(3, np.arange(4, 8), d, 40)
+    for f in ("temperature", "plan", "j", "aux", "seed", "round", "position", "flat_value", "torch_seed"):
+        np.testing.assert_array_equal(getattr(whole, f)[4:].view(np.uint8), getattr(tail, f).view(np.uint8), f)
+    for a, b in zip(accept_bulk.build_logits(whole, d, fmt, 40, DEV), accept_bulk.build_logits(tail, d, fmt, 40, DEV),
+                    strict=True):
+        assert torch.equal(a[4:].view(torch.int16), b.view(torch.int16))
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--rows", "0"], "--rows"),  # would check nothing
+        (["--rows", "-3"], "--rows"),
+        ([], "--rows"),
+        (["--rows", "8", "--batch", "0"], "--batch"),
+        (["--rows", "8", "--workers", "0"], "--workers"),
+        (["--rows", "8", "--vocab", "0"], "--vocab"),
+        (["--rows", "8", "--vocab", str(1 << 31)], "--vocab"),
+        (["--rows", "8", "--seed", "-1"], "--seed"),
+        (["--rows", "8", "--batch", "8", "--start", "4"], "--start"),
+        (["--rows", "8", "--max-seconds", "0"], "--max-seconds"),
+        (["--rows", "8", "--max-seconds", "nan"], "--max-seconds"),
+    ],
+)
+def test_bad_numbers_are_refused_naming_the_flag(argv: list[str], flag: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        accept_bulk.main([*argv, "--out", str(tmp_path)])
+    assert e.value.code == 2 and flag in capsys.readouterr().err
+
+
+def test_an_unwritable_out_is_refused_before_the_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as e:
+        accept_bulk.main(["--rows", "8", "--out", str(blocker / "failures")])
+    assert e.value.code == 2 and "--out" in capsys.readouterr().err
