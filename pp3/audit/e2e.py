@@ -438,29 +438,20 @@ def run_audit(
         for t in temperatures
         for m in modes
     ]
+    # each planted bug: (name, a bug planted in the reference, or a wrong verifier)
+    planted: list[tuple[str, str | None, Verifier | None]] = [(mu, mu, None) for mu in mutants]
+    planted += [(name, None, wrong) for name, wrong in (verifier_mutants or {}).items()]
     fams = [
-        Family(
-            name=mu,
-            cases=[
-                run_case(setup, t, "sampled", mutant_n or n, seed=seed + 1, mutant=mu, batch=batch,
-                         progress=prog(f"{mu} T={t:g}"))
-                for t in mutant_temperatures
-            ],
-            alpha=alpha,
-        )
-        for mu in mutants
-    ]
-    fams += [
         Family(
             name=name,
             cases=[
-                run_case(setup, t, "sampled", mutant_n or n, seed=seed + 1, batch=batch, verifier=wrong,
+                run_case(setup, t, "sampled", mutant_n or n, seed=seed + 1, mutant=mu, batch=batch, verifier=wrong,
                          progress=prog(f"{name} T={t:g}"))
                 for t in mutant_temperatures
             ],
             alpha=alpha,
         )
-        for name, wrong in (verifier_mutants or {}).items()
+        for name, mu, wrong in planted
     ]
     return Audit(real=Family("real", real, alpha), mutants=fams)
 
