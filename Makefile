@@ -33,7 +33,7 @@ verify: $(STAMP)
 	fi
 
 # Every Python directory of the project (pp3 and its benchmarks, tools, audits and tests).
-TYPECHECK_DIRS = pp3 bench tools stats proptests tests conftest.py
+TYPECHECK_DIRS = pp3 bench tools stats proptests tests examples conftest.py
 
 typecheck: $(STAMP)
 	MYPYPATH=typings $(VENV)/bin/mypy --strict $(TYPECHECK_DIRS)

@@ -1,11 +1,9 @@
-"""The peer-verifier adapter (pp3.testing.peers) on the CPU, through a plain-torch twin of FlashInfer's
-``chain_speculative_sampling`` (the rule of Leviathan et al. as FlashInfer documents it): the end-to-end audit
+"""The peer-verifier adapter (pp3.testing.peers) on the CPU, through its plain-torch twin of FlashInfer's
+``chain_speculative_sampling`` (``torch_chain``, the rule of Leviathan et al. as FlashInfer documents it): the audit
 passes with it and rejects the planted bug (the greedy path's q); the exact target law it is fed. The audit of
 FlashInfer itself runs on the H200 (``pp3 audit-e2e --device cuda --verifier flashinfer``, VERIFY.md)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import pytest
@@ -15,32 +13,7 @@ torch = pytest.importorskip("torch")
 from pp3.audit import e2e  # noqa: E402
 from pp3.drafter import SAMPLED_ENV  # noqa: E402
 from pp3.reference import accept  # noqa: E402
-from pp3.testing.peers import chain_verifier, target_probs  # noqa: E402
-
-
-def torch_chain(draft_probs: Any, draft_token_ids: Any, target_probs: Any, *, deterministic: bool = True,
-                generator: Any = None) -> tuple[Any, None, None]:
-    """Chain speculative sampling in plain torch (fp64): draft j is accepted with probability min(1, p/q) while
-    every earlier one was; the first rejection draws from max(p - q, 0) normalised; if all are accepted, the bonus
-    is drawn from the last target row. [B, D+1] int32, -1 after the last token (FlashInfer's output layout)."""
-    q, p, tok = draft_probs.double(), target_probs.double(), draft_token_ids.long()
-    b, d, _ = q.shape
-    out = torch.full((b, d + 1), -1, dtype=torch.int32)
-    alive = torch.ones(b, dtype=torch.bool)
-    for j in range(d):
-        x = tok[:, j]
-        px = p[:, j].gather(1, x[:, None])[:, 0]
-        qx = q[:, j].gather(1, x[:, None])[:, 0]
-        acc = alive & (torch.rand(b, dtype=torch.float64, generator=generator) * qx < px)
-        out[acc, j] = x[acc].to(torch.int32)
-        rej = alive & ~acc
-        if rej.any():
-            resid = (p[rej, j] - q[rej, j]).clamp_min(0)
-            out[rej, j] = torch.multinomial(resid, 1, generator=generator)[:, 0].to(torch.int32)
-        alive = acc
-    if alive.any():
-        out[alive, d] = torch.multinomial(p[alive, d], 1, generator=generator)[:, 0].to(torch.int32)
-    return out, None, None
+from pp3.testing.peers import chain_verifier, target_probs, torch_chain  # noqa: E402
 
 
 def test_the_audit_passes_with_the_chain_and_catches_the_greedy_q(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ rows), rounded once to fp32 (a relative change below 2^-24, far below what the a
 see). FlashInfer draws its own random numbers (a torch generator seeded once), so the audit tests the law of its
 outputs, not their bits. The planted bug ``q="greedy"`` feeds it the greedy path's q (the point mass on each drafted
 token) for drafts that were sampled: its outputs then follow a wrong law, which the audit must reject.
+``torch_chain`` is a plain-torch twin of the chain (its layout and its rule), for the CPU tests and the examples.
 
 torch is imported here; FlashInfer only by ``flashinfer_verifier``.
 """
@@ -25,6 +26,31 @@ from pp3.reference._constants import P_TICKETS
 
 Chain = Callable[..., Any]  # chain_speculative_sampling(draft_probs, draft_token_ids, target_probs, **options)
 QSource = Literal["exact", "greedy"]
+
+
+def torch_chain(draft_probs: torch.Tensor, draft_token_ids: torch.Tensor, target_probs: torch.Tensor, *,
+                deterministic: bool = True, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A plain-torch twin of ``flashinfer.sampling.chain_speculative_sampling`` (its layout and the rule of Leviathan
+    et al., in fp64): draft j is accepted with probability min(1, p/q) while every earlier one was; the first
+    rejection draws from max(p - q, 0) normalised; with every draft accepted, the bonus is drawn from the last target
+    row. [B, D+1] int32, -1 after the last token. ``deterministic`` is accepted for the signature (no effect)."""
+    q, p, tok = draft_probs.double(), target_probs.double(), draft_token_ids.long()
+    b, d, _ = q.shape
+    out = torch.full((b, d + 1), -1, dtype=torch.int32, device=q.device)
+    alive = torch.ones(b, dtype=torch.bool, device=q.device)
+    for j in range(d):
+        x = tok[:, j : j + 1]
+        u = torch.rand(b, 1, dtype=torch.float64, device=q.device, generator=generator)
+        acc = alive & (u * q[:, j].gather(1, x) < p[:, j].gather(1, x))[:, 0]
+        out[acc, j] = x[acc, 0].to(torch.int32)
+        rej = alive & ~acc
+        if rej.any():
+            resid = (p[rej, j] - q[rej, j]).clamp_min(0)
+            out[rej, j] = torch.multinomial(resid, 1, generator=generator)[:, 0].to(torch.int32)
+        alive = acc
+    if alive.any():
+        out[alive, d] = torch.multinomial(p[alive, d], 1, generator=generator)[:, 0].to(torch.int32)
+    return out
 
 
 def target_probs(target_logits: Any, target_temperature: Any) -> npt.NDArray[np.float64]:
