@@ -30,9 +30,22 @@ TH = np.array(TH_BITS, dtype=np.uint64).view(np.float64)  # E7
 TL = np.array(TL_BITS, dtype=np.uint64).view(np.float64)  # E7
 
 
+BLOCK = 1 << 15  # entries per pass of expf: its fp64 temporaries stay in the CPU's caches (4-5x faster on rows of
+# 163840 entries than one pass over a whole batch); each entry is computed alone, so no bit depends on it
+
+
 def expf(z: npt.ArrayLike) -> npt.NDArray[np.float32]:
-    """Correctly rounded fp32 e^z for fp32 ``z <= 0`` (-inf and -0.0 included), SPEC.md §6."""
+    """Correctly rounded fp32 e^z for fp32 ``z <= 0`` (-inf and -0.0 included), SPEC.md §6, entry by entry."""
     z32 = np.asarray(z, dtype=np.float32)
+    flat = z32.reshape(-1)
+    out = np.empty(flat.shape, dtype=np.float32)
+    for lo in range(0, flat.size, BLOCK):
+        out[lo : lo + BLOCK] = _expf_block(flat[lo : lo + BLOCK])
+    return out.reshape(z32.shape)
+
+
+def _expf_block(z32: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """§6 E1-E9 on a 1-D block of fp32 inputs, one IEEE fp64 operation per step."""
     with np.errstate(all="ignore"):
         zc = np.maximum(z32, ZMIN)  # E1
         x = zc.astype(np.float64)  # E1: exact
