@@ -103,7 +103,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab bench-stages bench-drafter audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-session
+.PHONY: gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab bench-stages bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-session
 
 GPU_PY ?= python3
 OUT ?= results
@@ -142,6 +142,9 @@ DRAFTER_TIMEOUT ?= 300
 E2E_N ?= 1000000
 E2E_MUTANT_N ?= 100000
 E2E_TIMEOUT ?= 250
+# The end-to-end audit's verifier on the GPU: triton (pp3's kernels) or flashinfer (after flashinfer-gpu).
+E2E_VERIFIER ?= triton
+ADAPTERS_TIMEOUT ?= 300
 PAIR_ARGS ?=
 PAIR_TIMEOUT ?= 530
 RANK_TIMEOUT ?= 470
@@ -150,7 +153,7 @@ GPU_SESSION ?= gpu-env verify-gpu props-gpu expf-gpu stats-gpu flashinfer-gpu be
   bench-drafter audit-e2e-gpu
 
 GPU_TARGETS = gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab \
-  bench-stages bench-drafter audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-session
+  bench-stages bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-session
 $(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
 $(GPU_TARGETS): export FLASHINFER_WORKSPACE_BASE := $(GPUCACHE)
@@ -257,8 +260,13 @@ bench-drafter:
 # The end-to-end losslessness audit with the drafter on the GPU and the Triton verifier.
 audit-e2e-gpu:
 	$(gpu_step)
-	DSPARK_SAMPLED_TOP32=1 timeout $(E2E_TIMEOUT) $(GPU_PY) -m pp3 audit-e2e --device cuda --verifier triton \
-	  --n $(E2E_N) --mutant-n $(E2E_MUTANT_N) 2>&1 | tee $(OUT)/e2e_gpu.log | tail -20
+	DSPARK_SAMPLED_TOP32=1 timeout $(E2E_TIMEOUT) $(GPU_PY) -m pp3 audit-e2e --device cuda --verifier $(E2E_VERIFIER) \
+	  --n $(E2E_N) --mutant-n $(E2E_MUTANT_N) 2>&1 | tee $(OUT)/e2e_gpu_$(E2E_VERIFIER).log | tail -20
+
+# The adapters' time and memory in CUDA graphs at V = 163840 (python -m bench.adapters), into $(OUT)/bench_adapters.json.
+bench-adapters:
+	$(gpu_step)
+	timeout $(ADAPTERS_TIMEOUT) $(GPU_PY) -m bench.adapters --out $(OUT) 2>&1 | tee $(OUT)/bench_adapters.log | tail -20
 
 # The GPU pair (device kind nvidia-h200-x2): topology, then python -m bench.pair (PAIR_ARGS, e.g. --quick or
 # --steps parity) into $(OUT)/pair.json. NVLink multicast off in every process; the ranks get RANK_TIMEOUT seconds,
