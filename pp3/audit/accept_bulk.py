@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from pp3.audit._pipeline import pipeline, read_rows
 from pp3.reference import DOMAIN_ACCEPT, P_TICKETS, Q_SHIFT, TICKETS, Verdict, uniform_below
 from pp3.reference._constants import MAX_VOCAB
 from pp3.testing.call import FORMATS, U64_EDGES, U64_MAX, AcceptCall
@@ -47,7 +48,6 @@ from pp3.testing.compare import row_mismatch, rows_per_field
 from pp3.testing.drafts import BROKEN_DRAFTS, break_draft, point_drafts, two_slot_draft
 
 if TYPE_CHECKING:
-    import concurrent.futures
     from multiprocessing import shared_memory
 
     import torch
@@ -305,25 +305,11 @@ def run_batch(seed: int, k: int, rows: npt.NDArray[np.int64], v: int, dev: Any) 
 # ------------------------------------------------------------------------------------------------------ reference
 
 
-def _attach(name: str) -> shared_memory.SharedMemory:
-    from multiprocessing import shared_memory
-
-    try:
-        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]  # Python >= 3.13
-    except TypeError:  # older Pythons register the attach with the parent's tracker: a no-op (a set), kept as is
-        return shared_memory.SharedMemory(name=name)
-
-
 def _reference_rows(args: tuple[Any, ...]) -> Verdict:
     """Worker: ``pp3.reference.verify`` on rows [lo, hi) of a batch whose raw target bits the parent put in shared
     memory (``AcceptCall.run_reference``: fp16 given as fp16, bf16 widened from its bits)."""
     name, fmt, shape, lo, hi, inputs = args
-    shm = _attach(name)
-    try:
-        bits = np.ndarray(shape, dtype=FORMATS[fmt].dtype, buffer=shm.buf)[lo:hi].copy()  # no view outlives close()
-    finally:
-        shm.close()
-    return AcceptCall(FORMATS[fmt], bits, **inputs).run_reference()
+    return AcceptCall(FORMATS[fmt], read_rows(name, shape, FORMATS[fmt].dtype, lo, hi), **inputs).run_reference()
 
 
 def row_inputs(b: Batch, lo: int, hi: int) -> dict[str, npt.NDArray[Any]]:
@@ -499,9 +485,6 @@ def _line(run: Run, end: int, counts: Counts, t0: float) -> str:
 def bulk(run: Run, dev: Any) -> Outcome:
     """Batches of rows [start, start + rows) through the kernels (in this process, on ``dev``) and the reference (a
     spawned process pool over a ring of shared-memory buffers, a few batches in flight)."""
-    import concurrent.futures
-    import multiprocessing
-    from multiprocessing import shared_memory
 
     import torch
 
@@ -509,10 +492,7 @@ def bulk(run: Run, dev: Any) -> Outcome:
     first_k = run.start // run.batch
     n_batches = -(-run.rows // run.batch)
     chunk = max(1, -(-run.batch // (2 * run.workers)))  # rows per task: ~2 tasks per worker and batch
-    in_flight = 3  # batches; a ring of in_flight + 1 buffers, each reused only after its batch settled
     size = run.batch * (MAX_DEPTH + 1) * run.vocab * 4
-    ring = [shared_memory.SharedMemory(create=True, size=size) for _ in range(in_flight + 1)]
-    pending: list[tuple[Batch, list[concurrent.futures.Future[Verdict]], shared_memory.SharedMemory]] = []
     t0 = time.perf_counter()
     end = run.start
     done = 0
@@ -520,10 +500,10 @@ def bulk(run: Run, dev: Any) -> Outcome:
     failure: Path | None = None
     last = t0
 
-    def settle() -> None:
+    def settle(item: tuple[Batch, shared_memory.SharedMemory], parts: list[Verdict]) -> None:
         nonlocal end, stopped, failure, last
-        b, futs, shm = pending.pop(0)
-        ref = concat([f.result() for f in futs])
+        b, shm = item
+        ref = concat(parts)
         counts.add(b, ref, run.vocab)
         if row_mismatch(b.got, ref).any() and failure is None:
             shape = (b.plan.rows.size, b.depth + 1, run.vocab)
@@ -532,42 +512,34 @@ def bulk(run: Run, dev: Any) -> Outcome:
             stopped = "mismatch"
         end = int(b.plan.rows[-1]) + 1
         now = time.perf_counter()
-        if now - last >= 10 or not pending:
+        if now - last >= 10:
             last = now
             progress(_line(run, end, counts, t0))
 
-    try:
-        ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(run.workers, mp_context=ctx) as pool:
-            for it in range(n_batches):
-                if stopped is not None:
-                    break
-                if run.max_seconds is not None and it > 0 and time.perf_counter() - t0 >= run.max_seconds:
-                    stopped = "time limit"
-                    break
-                k = first_k + it
-                lo = run.start + it * run.batch
-                rows = np.arange(lo, min(lo + run.batch, run.start + run.rows), dtype=np.int64)
-                b, target = run_batch(run.seed, k, rows, run.vocab, dev)
-                if len(pending) >= in_flight:
-                    settle()  # frees the buffer this batch reuses
-                shm = ring[it % len(ring)]
-                raw = target.view(torch.int32 if b.fmt == "fp32" else torch.int16)
-                host = np.ndarray(tuple(target.shape), dtype=np.int32 if b.fmt == "fp32" else np.int16, buffer=shm.buf)
-                torch.from_numpy(host).copy_(raw)
-                del target, raw
-                n = rows.size
-                futs = [pool.submit(_reference_rows, (shm.name, b.fmt, host.shape, r, min(n, r + chunk),
-                                                      row_inputs(b, r, min(n, r + chunk))))
-                        for r in range(0, n, chunk)]
-                pending.append((b, futs, shm))
-                done += 1
-            while pending:
-                settle()
-    finally:
-        for buf in ring:
-            buf.close()
-            buf.unlink()
+    # 3 batches in flight over a ring of 4 buffers, each reused only after its batch settled
+    with pipeline(run.workers, size, settle) as pipe:
+        for it in range(n_batches):
+            if stopped is not None:
+                break
+            if run.max_seconds is not None and it > 0 and time.perf_counter() - t0 >= run.max_seconds:
+                stopped = "time limit"
+                break
+            k = first_k + it
+            lo = run.start + it * run.batch
+            rows = np.arange(lo, min(lo + run.batch, run.start + run.rows), dtype=np.int64)
+            b, target = run_batch(run.seed, k, rows, run.vocab, dev)
+            shm = pipe.buffer()  # settles the batch that last used it
+            raw = target.view(torch.int32 if b.fmt == "fp32" else torch.int16)
+            host = np.ndarray(tuple(target.shape), dtype=np.int32 if b.fmt == "fp32" else np.int16, buffer=shm.buf)
+            torch.from_numpy(host).copy_(raw)
+            del target, raw
+            n = rows.size
+            tasks = [(_reference_rows, ((shm.name, b.fmt, host.shape, r, min(n, r + chunk),
+                                         row_inputs(b, r, min(n, r + chunk))),))
+                     for r in range(0, n, chunk)]
+            pipe.submit((b, shm), tasks)
+            done += 1
+    progress(_line(run, end, counts, t0))  # every batch settled
     return Outcome(counts, end, done, time.perf_counter() - t0, stopped, failure)
 
 

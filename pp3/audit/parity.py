@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pp3.audit._pipeline import pipeline, read_rows
 from pp3.audit.suites import hashed_rows, hashed_rows_torch, suites
 from pp3.reference import DEFAULT_TAU, Proposal
 from pp3.testing.call import FORMATS, Call
@@ -144,20 +145,10 @@ def run_case(call: Call, device: Any) -> tuple[Proposal, Proposal, dict[str, int
 
 def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
     """Worker: the reference on rows [lo, hi) of a batch that the parent copied from the GPU into shared memory."""
-    from multiprocessing import shared_memory
-
     from pp3.reference import propose
 
     name, shape, lo, hi, temp, seed, rnd, pos = args
-    try:
-        shm = shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]  # Python >= 3.13
-    except TypeError:  # older Pythons register the attach with the parent's tracker: a no-op (a set), kept as is
-        shm = shared_memory.SharedMemory(name=name)
-    try:
-        x = np.ndarray(shape, dtype=np.float32, buffer=shm.buf)[lo:hi].copy()  # no view may outlive close()
-    finally:
-        shm.close()
-    return propose(x, temp, seed, rnd, pos)
+    return propose(read_rows(name, shape, np.float32, lo, hi), temp, seed, rnd, pos)
 
 
 def bulk(
@@ -167,8 +158,6 @@ def bulk(
     built on the GPU, run through the kernels, copied once into shared memory, and checked by a process pool
     running the reference on slices of it. The first batch's rows are also compared bit for bit with the CPU's
     ``hashed_rows``, so a failure can be replayed from the row seeds alone."""
-    import concurrent.futures
-    import multiprocessing
     from multiprocessing import shared_memory
 
     import torch
@@ -180,20 +169,14 @@ def bulk(
     chunk = max(1, -(-batch // workers))
     rng = np.random.default_rng(20261130 + bulk_seed)  # distinct --bulk-seed values give disjoint-in-practice rows
     temp_pool = np.array([1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0], dtype=np.float32)
-    Pending = tuple[list[Any], Proposal, tuple[np.ndarray[Any, Any], ...], Any]
-    pending: list[Pending] = []
-    depth = 3  # batches in flight; a ring of depth + 1 shared buffers, each touched once (fresh pages are slow)
-    ring = [shared_memory.SharedMemory(create=True, size=batch * v * 4) for _ in range(depth + 1)]
-    for buf in ring:
-        np.ndarray((batch * v,), dtype=np.float32, buffer=buf.buf).fill(0.0)
+    Pending = tuple[Proposal, tuple[np.ndarray[Any, Any], ...], shared_memory.SharedMemory]
     t0 = time.perf_counter()
     done = 0
     last_print = 0
 
-    def settle() -> None:
+    def settle(item: Pending, parts: list[Proposal]) -> None:
         nonlocal done, last_print
-        futs, got, keys, shm = pending.pop(0)
-        parts = [f.result() for f in futs]
+        got, keys, shm = item
         ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))
         mism = rows_per_field(got, ref)
         table.add("bulk", got.status.shape[0], mism, 0.0)
@@ -209,40 +192,29 @@ def bulk(
             el = time.perf_counter() - t0
             progress(f"  bulk: {done}/{n_rows} rows, {table.mismatches()} mismatches, {el:.0f} s")
 
-    try:
-        ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            for it in range((n_rows + batch - 1) // batch):
-                n = min(batch, n_rows - it * batch)
-                row_seed = rng.integers(0, 1 << 63, size=n, dtype=np.uint64)
-                temp = temp_pool[rng.integers(0, temp_pool.size, size=n)]
-                seed, rnd, pos = (rng.integers(0, 1 << 64, size=n, dtype=np.uint64) for _ in range(3))
-                keys = (row_seed, temp, seed, rnd, pos)
-                dev = [torch.from_numpy(a.view(np.int64) if a.dtype == np.uint64 else a).to(device) for a in keys]
-                x = hashed_rows_torch(dev[0], v)
-                if it == 0:
-                    cpu_rows = hashed_rows(row_seed[:8], v).view(np.uint32)
-                    if not np.array_equal(x[:8].cpu().numpy().view(np.uint32), cpu_rows):
-                        raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
-                out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4])
-                got = Proposal(*(getattr(out, f).cpu().numpy() for f in FIELDS))
-                if len(pending) >= depth:
-                    settle()  # frees the buffer this batch reuses
-                shm = ring[it % len(ring)]
-                torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
-                futs = [
-                    pool.submit(
-                        _bulk_reference, (shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:]))
-                    )
-                    for r in range(0, n, chunk)
-                ]
-                pending.append((futs, got, keys, shm))
-            while pending:
-                settle()
-    finally:
-        for buf in ring:
-            buf.close()
-            buf.unlink()
+    # 3 batches in flight; the buffers are touched once first (fresh pages are slow)
+    with pipeline(workers, batch * v * 4, settle, zero=True) as pipe:
+        for it in range((n_rows + batch - 1) // batch):
+            n = min(batch, n_rows - it * batch)
+            row_seed = rng.integers(0, 1 << 63, size=n, dtype=np.uint64)
+            temp = temp_pool[rng.integers(0, temp_pool.size, size=n)]
+            seed, rnd, pos = (rng.integers(0, 1 << 64, size=n, dtype=np.uint64) for _ in range(3))
+            keys = (row_seed, temp, seed, rnd, pos)
+            dev = [torch.from_numpy(a.view(np.int64) if a.dtype == np.uint64 else a).to(device) for a in keys]
+            x = hashed_rows_torch(dev[0], v)
+            if it == 0:
+                cpu_rows = hashed_rows(row_seed[:8], v).view(np.uint32)
+                if not np.array_equal(x[:8].cpu().numpy().view(np.uint32), cpu_rows):
+                    raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
+            out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4])
+            got = Proposal(*(getattr(out, f).cpu().numpy() for f in FIELDS))
+            shm = pipe.buffer()  # settles the batch that last used it
+            torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
+            tasks = [
+                (_bulk_reference, ((shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:])),))
+                for r in range(0, n, chunk)
+            ]
+            pipe.submit((got, keys, shm), tasks)
     table.rows["bulk"]["time_s"] = time.perf_counter() - t0
 
 
