@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import _args, order, philox, tickets
+from pp3.reference import _args, philox, tickets
 from pp3.reference._constants import (
     DOMAIN_ACCEPT,
     DOMAIN_RESIDUAL,
@@ -25,6 +25,7 @@ from pp3.reference._constants import (
 )
 from pp3.reference.exponential import expf
 
+F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
 _P_SCALE = np.float64(P_TICKETS)  # 2^40: w * 2^40 is exact for every fp64 w that came from an fp32 value
@@ -42,6 +43,73 @@ class Verdict:
 # ----------------------------------------------------------------------------------------------------------- §11.4
 
 
+def _argmax(x: F32) -> I64:
+    """§11.4 P1 on NaN-free rows [..., V] with a finite entry: g, the first entry in the §4.1 order, i.e. the lowest
+    ID among the entries equal (``==``, so -0.0 = +0.0) to the row's largest value (``order.first_k(x, 1)``)."""
+    return np.asarray(np.argmax(x == x.max(axis=-1, keepdims=True), axis=-1), dtype=np.int64)
+
+
+def _weights(x: F32, m: F32 | np.float32, temperature: F32 | np.float32) -> F32:
+    """§11.4 P2-P3, entry by entry: the fp32 weights e of fp32 logits ``x``, m = x[g] and T > 0 broadcast to x."""
+    with np.errstate(all="ignore"):
+        d = x - m  # P2: fp32
+        z = d / temperature  # P3: fp32 IEEE division (NaN only where d = -inf, T = +inf)
+    z[d == -np.inf] = -np.inf  # P3: d = -inf gives e = expf(-inf) = +0.0
+    return expf(z)  # P3
+
+
+_NARROW_BITS = 13  # the low fp32 mantissa bits that are zero in every widened fp16 or bf16 value (10 and 7 kept)
+_NARROW_MASK = np.uint32((1 << _NARROW_BITS) - 1)
+_TABLE_MIN_V = 1 << 15  # the rows for which a table of distinct values is cheaper than expf of every entry
+
+
+def _row_weights(x: F32, m: np.float32, temperature: np.float32) -> F32:
+    """``_weights`` of one row [V], bit for bit. e_y depends on the bits of x_y alone, so where every entry has its
+    low 13 mantissa bits zero (fp16 and bf16 logits, widened: at most 2^19 distinct values, a few thousand in
+    practice) each distinct value is evaluated once by ``_weights`` and its weight gathered."""
+    bits = x.view(np.uint32)
+    if (bits & _NARROW_MASK).any():
+        return _weights(x, m, temperature)
+    code = np.right_shift(bits, _NARROW_BITS, dtype=np.intp)  # x_y is the fp32 value with bits code_y << 13
+    seen = np.zeros(1 << (32 - _NARROW_BITS), dtype=bool)
+    seen[code] = True
+    present = np.flatnonzero(seen)
+    table = np.empty(seen.shape, dtype=np.float32)
+    table[present] = _weights((present.astype(np.uint32) << np.uint32(_NARROW_BITS)).view(np.float32), m, temperature)
+    return np.take(table, code)
+
+
+_BLOCK = 1 << 18  # padded entries per pass of _tickets: small rows go many at a time, large rows one at a time
+# (no [N, 2^ceil(log2 V)] fp64 array for all rows at once)
+
+
+def _tickets(x: F32, temp: F32) -> tuple[I64, I64]:
+    """§11.4 P1-P6 on OK rows ``x`` [N, V] with temperatures ``temp`` [N] > 0: (g [N], P [N, V]), ``target_tickets``
+    without its checks. Rows go in blocks of at most max(1, 2^18 / 2^ceil(log2 V)); every step is elementwise or a
+    reduction over one row, so no bit depends on the blocks."""
+    n, v = x.shape
+    width = 1 << max(v - 1, 0).bit_length()  # P4: N = 2^ceil(log2 V)
+    g = np.empty(n, dtype=np.int64)
+    c = np.empty((n, v), dtype=np.int64)
+    step = max(1, _BLOCK // width)
+    for lo in range(0, n, step):
+        xb, tb, gb, cb = x[lo : lo + step], temp[lo : lo + step], g[lo : lo + step], c[lo : lo + step]
+        rows = np.arange(xb.shape[0])
+        gb[:] = _argmax(xb)  # P1: §4.1 order, lowest ID among equal maxima
+        m = xb[rows, gb]
+        w = np.zeros((rows.size, width), dtype=np.float64)  # P4: padded with +0.0
+        if v >= _TABLE_MIN_V:
+            for i in rows.tolist():
+                w[i, :v] = _row_weights(xb[i], m[i], tb[i])  # P2-P3; P4: exact
+        else:
+            w[:, :v] = _weights(xb, m[:, None], tb[:, None])  # P2-P3; P4: exact
+        s = tickets.pairwise_sum(w)  # P4: fp64 tree, adjacent pairs first
+        q = np.multiply(w[:, :v], _P_SCALE, out=w[:, :v])  # P5: fl64(w_y 2^40), exact (in place: w is not read again)
+        cb[:] = np.floor(np.divide(q, s[:, None], out=q), out=q).astype(np.int64)  # P5: c_y = floor(fl64(. / S))
+        cb[rows, gb] += P_TICKETS - cb.sum(axis=1)  # P6: the remainder R to the argmax
+    return g, c
+
+
 def target_tickets(logits: npt.NDArray[np.float32], temperature: npt.NDArray[np.float32]) -> tuple[I64, I64]:
     """§11.4 P1-P6 for rows that are OK and sampled: (g [N], P [N, V] int64 tickets of 2^40, each row summing to 2^40).
 
@@ -55,22 +123,7 @@ def target_tickets(logits: npt.NDArray[np.float32], temperature: npt.NDArray[np.
         raise ValueError("target_tickets: rows must have no NaN, no +inf and a finite entry (SPEC.md §3 OK rows)")
     if not (temp > 0).all():
         raise ValueError("target_tickets: temperatures must be > 0 (sampled rows)")
-    n, v = x.shape
-    rows = np.arange(n)
-    g = order.first_k(x, 1)[:, 0]  # P1: §4.1 order, lowest ID among equal maxima
-    m = x[rows, g]
-    with np.errstate(all="ignore"):
-        d = (x - m[:, None]).astype(np.float32)  # P2: fp32
-        z = (d / temp[:, None]).astype(np.float32)  # P3: fp32 IEEE division (NaN only where d = -inf, T = +inf)
-    z = np.where(d == -np.inf, np.float32(-np.inf), z)  # P3: d = -inf gives e = expf(-inf) = +0.0
-    e = expf(z)  # P3
-    width = 1 << max(v - 1, 0).bit_length()  # P4: N = 2^ceil(log2 V)
-    w = np.zeros((n, width), dtype=np.float64)
-    w[:, :v] = e.astype(np.float64)  # P4: exact
-    s = tickets.pairwise_sum(w)  # P4: fp64 tree, adjacent pairs first
-    c = np.floor((w[:, :v] * _P_SCALE) / s[:, None]).astype(np.int64)  # P5
-    c[rows, g] += P_TICKETS - c.sum(axis=1)  # P6: the remainder R to the argmax
-    return np.asarray(g, dtype=np.int64), c
+    return _tickets(x, temp)
 
 
 # ----------------------------------------------------------------------------------------------------------- §11.2
@@ -157,16 +210,10 @@ def verify(
     greedy = ok & (temp == 0)  # ±0.0
     sampled = ok & ~greedy
 
-    # Target rows that are used: j <= n of OK rows. P1 for all of them, P2-P6 for sampled rows.
-    used = ok[:, None] & (jj <= n[:, None])
-    g = np.zeros((b, d1), dtype=np.int64)
-    big_p = np.zeros((b, d1, v), dtype=np.int64)
-    if used.any():
-        g[used] = order.first_k(x[used], 1)[:, 0]
-    use_p = used & sampled[:, None]
-    if use_p.any():
-        _, big_p[use_p] = target_tickets(x[use_p], np.broadcast_to(temp[:, None], (b, d1))[use_p])
-
+    # §11.4 is evaluated only for the target rows whose values reach an output: g_j of a T0 row and P_j of a sampled
+    # row for the rows j whose §11.6 test runs (j < n, every earlier draft accepted), and for the row a of §11.7.
+    # Every other row j <= n of an OK row has no bit in the verdict, so skipping it changes none.
+    rejected_p: dict[int, I64] = {}  # row -> P_a of its rejected draft a: what §11.7 reads
     # §11.6: acceptance, depth by depth, while every earlier draft was accepted.
     accepted = np.zeros(b, dtype=np.int64)
     alive = ok.copy()
@@ -174,34 +221,39 @@ def verify(
         test = alive & (j < n)
         acc = np.zeros(b, dtype=bool)
         rg = np.flatnonzero(test & greedy)
-        acc[rg] = tok[rg, j] == g[rg, j]  # T0: accept iff x_j = g_j
+        acc[rg] = tok[rg, j] == _argmax(x[rg, j])  # T0: accept iff x_j = g_j
         rs = np.flatnonzero(test & sampled)
         if rs.size:
             xj = tok[rs, j]
             q_x = (tix[rs, j] * (ids[rs, j] == xj[:, None])).sum(axis=1)  # Q_j(x_j) >= 1 (valid draft)
             s = q_x.astype(np.uint64) << np.uint64(Q_SHIFT)
             u = philox.uniform_below(seed64[rs], round64[rs], (pos64[rs] + np.uint64(j)), DOMAIN_ACCEPT, s)
-            acc[rs] = u < big_p[rs, j, xj].astype(np.uint64)  # exact integer comparison
+            _, p_j = _tickets(x[rs, j], temp[rs])  # §11.4 of the tested rows
+            acc[rs] = u < p_j[np.arange(rs.size), xj].astype(np.uint64)  # exact integer comparison
+            rej = np.flatnonzero(~acc[rs])
+            rejected_p.update(zip(rs[rej].tolist(), p_j[rej], strict=True))
         accepted += acc
         alive &= acc
 
     # §11.7: the token at index a: correction (a < n) or bonus (a = n).
     token_a = np.full(b, EMPTY_ID, dtype=np.int64)
     rg = np.flatnonzero(greedy)
-    token_a[rg] = g[rg, accepted[rg]]
+    token_a[rg] = _argmax(x[rg, accepted[rg]])
     rs = np.flatnonzero(sampled)
     if rs.size:
         a = accepted[rs]
-        pa = big_p[rs, a]  # [n, V]
-        qa = np.zeros_like(pa)
-        rej = np.flatnonzero(a < n[rs])  # draft a was rejected: subtract its q
+        rej = np.flatnonzero(a < n[rs])  # draft a was rejected: P_a is its test's; subtract its q
+        bonus = np.flatnonzero(a == n[rs])  # every draft accepted: P_n is new
+        r = np.empty((rs.size, v), dtype=np.int64)
+        r[bonus] = _tickets(x[rs[bonus], a[bonus]], temp[rs[bonus]])[1]
         if rej.size:
+            r[rej] = np.stack([rejected_p[i] for i in rs[rej].tolist()])
             slot_ids = ids[rs[rej], a[rej]]
             slot_tix = tix[rs[rej], a[rej]]
             rr, kk = np.nonzero(slot_ids >= 0)
-            qa[rej[rr], slot_ids[rr, kk]] = slot_tix[rr, kk]
-        r = np.maximum(pa - (qa << Q_SHIFT), 0)
-        cum = np.cumsum(r, axis=1)  # exact, <= 2^40
+            r[rej[rr], slot_ids[rr, kk]] -= slot_tix[rr, kk] << Q_SHIFT  # a valid draft's IDs are distinct
+        np.maximum(r, 0, out=r)  # r = max(0, P_a - Q_a 2^16)
+        cum = np.cumsum(r, axis=1, out=r)  # exact, <= 2^40
         u = philox.uniform_below(
             seed64[rs], round64[rs], pos64[rs] + a.astype(np.uint64), DOMAIN_RESIDUAL, cum[:, -1].astype(np.uint64)
         )
