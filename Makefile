@@ -103,7 +103,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab bench-stages bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-session
+.PHONY: gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab bench-stages bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-session
 
 GPU_PY ?= python3
 OUT ?= results
@@ -145,6 +145,10 @@ E2E_TIMEOUT ?= 250
 # The end-to-end audit's verifier on the GPU: triton (pp3's kernels) or flashinfer (after flashinfer-gpu).
 E2E_VERIFIER ?= triton
 ADAPTERS_TIMEOUT ?= 300
+SANITIZE_TIMEOUT ?= 240
+SANITIZE_TOOLS ?= memcheck initcheck racecheck
+# compute-sanitizer from PATH or the CUDA toolkit's usual place.
+SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 PAIR_ARGS ?=
 PAIR_TIMEOUT ?= 530
 RANK_TIMEOUT ?= 470
@@ -152,7 +156,7 @@ RANK_TIMEOUT ?= 470
 GPU_SESSION ?= gpu-env verify-gpu props-gpu expf-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab bench-stages \
   bench-drafter audit-e2e-gpu
 
-GPU_TARGETS = gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu bench-gpu bench-vocab \
+GPU_TARGETS = gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab \
   bench-stages bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-session
 $(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
@@ -262,6 +266,17 @@ audit-e2e-gpu:
 	$(gpu_step)
 	DSPARK_SAMPLED_TOP32=1 timeout $(E2E_TIMEOUT) $(GPU_PY) -m pp3 audit-e2e --device cuda --verifier $(E2E_VERIFIER) \
 	  --n $(E2E_N) --mutant-n $(E2E_MUTANT_N) 2>&1 | tee $(OUT)/e2e_gpu_$(E2E_VERIFIER).log | tail -20
+
+# compute-sanitizer over the launchers on ordinary and adversarial inputs (python -m tools.sanitize_cases), one run
+# per tool of SANITIZE_TOOLS, logs into $(OUT)/sanitize_<tool>.log; a tool's errors make its run exit 1.
+sanitize-gpu:
+	$(gpu_step)
+	@test -n "$(SANITIZER)" || { echo "sanitize-gpu: no compute-sanitizer found (set SANITIZER=)"; exit 2; }
+	rc=0; for tool in $(SANITIZE_TOOLS); do \
+	  timeout $(SANITIZE_TIMEOUT) $(SANITIZER) --tool $$tool --error-exitcode 1 --print-limit 20 \
+	    $(GPU_PY) -m tools.sanitize_cases > $(OUT)/sanitize_$$tool.log 2>&1; r=$$?; \
+	  echo "$$tool exit $$r: $$(grep -h 'ERROR SUMMARY' $(OUT)/sanitize_$$tool.log | tail -1)"; \
+	  [ $$r -eq 0 ] || rc=1; done; exit $$rc
 
 # The adapters' time and memory in CUDA graphs at V = 163840 (python -m bench.adapters), into $(OUT)/bench_adapters.json.
 bench-adapters:

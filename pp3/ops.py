@@ -12,7 +12,8 @@ Operators (``Tensor`` outputs in the order of the ``Proposal`` / ``Candidates`` 
 * ``pp3::propose(logits, target_temperature, seed, round, position, tau, tile) -> (status, token, ids, tickets)``
 * ``pp3::propose_out(..., status!, token!, ids!, tickets!)``: the same into caller-owned buffers
 * ``pp3::tile_candidates(logits, id_offset, tile) -> (keys, flags)`` and
-  ``pp3::finalize(keys, flags, target_temperature, seed, round, position, tau) -> (status, token, ids, tickets)``:
+  ``pp3::finalize(keys, flags, target_temperature, seed, round, position, vocab_size, tau) -> (status, token, ids,
+  tickets)``:
   the two launches on their own (the vocabulary-parallel path)
 * ``pp3::verify(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets, seed,
   round, position, tile) -> (status, accepted, tokens)`` and ``pp3::verify_out(..., status!, accepted!, tokens!)``
@@ -114,15 +115,19 @@ def finalize(
     seed: Tensor,
     round: Tensor,
     position: Tensor,
+    vocab_size: int,
     tau: float = DEFAULT_TAU,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    p = select.finalize(select.Candidates(keys=keys, flags=flags), target_temperature, seed, round, position, tau)
+    p = select.finalize(
+        select.Candidates(keys=keys, flags=flags), target_temperature, seed, round, position, tau,
+        vocab_size=vocab_size,
+    )
     return p.status, p.token, p.ids, p.tickets
 
 
 @finalize.register_fake
 def _(keys: Tensor, flags: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor,
-      tau: float = DEFAULT_TAU) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+      vocab_size: int, tau: float = DEFAULT_TAU) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return _proposal_like(_rows("keys", keys, 3), keys)
 
 

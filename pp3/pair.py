@@ -74,6 +74,7 @@ import hashlib
 import math
 import numbers
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -154,6 +155,11 @@ class ShardPlan:
     def tiles(self) -> int:
         """Tiles per rank in a message: ``max_tiles``, or 1 with ``merge_local``."""
         return 1 if self.merge_local else self.max_tiles
+
+    @property
+    def id_order(self) -> tuple[int, ...]:
+        """The ranks in the ID order of their shards (``finalize`` takes the tiles in ID order)."""
+        return tuple(sorted(range(self.world), key=lambda r: (self.offsets[r], self.sizes[r])))
 
 
 # The current plan of each process group, and how many check_shards ran on it (process-local, host only).
@@ -586,11 +592,18 @@ def _shard_message(
     return msg
 
 
-def merge_messages(gathered: torch.Tensor, rows: int, tiles: int) -> Candidates:
-    """The gathered messages [W, n] (rank-major) as one row-major ``Candidates`` of ``W·tiles`` tiles (two copies)."""
+def merge_messages(
+    gathered: torch.Tensor, rows: int, tiles: int, order: Sequence[int] | None = None
+) -> Candidates:
+    """The gathered messages [W, n] (rank-major) as one row-major ``Candidates`` of ``W·tiles`` tiles (two copies),
+    the ranks taken in ``order`` (``ShardPlan.id_order``: their shards' ID order; ``None``: rank order)."""
     world = gathered.shape[0]
     if gathered.dim() != 2 or gathered.shape[1] != message_words(rows, tiles):
         raise ValueError(f"gathered: expected [W, {message_words(rows, tiles)}], got {tuple(gathered.shape)}")
+    if order is not None and tuple(order) != tuple(range(world)):
+        if sorted(order) != list(range(world)):
+            raise ValueError(f"order: expected a permutation of the {world} ranks, got {tuple(order)}")
+        gathered = torch.stack([gathered[r] for r in order])  # one device copy per rank, no index tensor to upload
     n_keys = rows * tiles * K
     keys = gathered[:, :n_keys].view(world, rows, tiles, K).transpose(0, 1).contiguous()
     flags = gathered[:, n_keys:].view(torch.int32)[:, : rows * tiles].view(world, rows, tiles)
@@ -648,5 +661,6 @@ def propose_vocab_parallel(
     gathered = _all_gather(msg, plan.world, group, timeout_s, "the candidates", host_wait=False)  # the one collective
     k = call.keys
     return select.finalize(
-        merge_messages(gathered, b, plan.tiles), k.temperature, k.seed, k.round, k.position, call.tau, launch=cfg
+        merge_messages(gathered, b, plan.tiles, plan.id_order), k.temperature, k.seed, k.round, k.position, call.tau,
+        vocab_size=plan.vocab_size, launch=cfg,
     )

@@ -67,7 +67,7 @@ def test_selector_ops_equal_the_launchers() -> None:
     kf = OPS.tile_candidates(x, 0, None)
     c = tile_candidates(x)
     _same(kf, (c.keys, c.flags))
-    _same(OPS.finalize(*kf, *keys), want)
+    _same(OPS.finalize(*kf, *keys, 2500), want)
     out = tuple(torch.full_like(t, 99) for t in want)
     OPS.propose_out(x, *keys, *out)
     _same(out, want)
@@ -93,7 +93,7 @@ def test_fake_implementations_give_shapes_and_dtypes_without_running() -> None:
                                                             ((4, 32), torch.int32), ((4, 32), torch.int32)]
         keys, flags = OPS.tile_candidates(x, 0, None)
         assert tuple(keys.shape) == (4, 40, 32) and tuple(flags.shape) == (4, 40)  # auto tile 4096: 40 tiles
-        assert tuple(OPS.finalize(keys, flags, temp, i64, i64, i64)[2].shape) == (4, 32)
+        assert tuple(OPS.finalize(keys, flags, temp, i64, i64, i64, 163840)[2].shape) == (4, 32)
         logits = torch.empty(4, 6, 163840)
         st, acc, tok = OPS.verify(logits, temp, torch.empty(4, 5, dtype=torch.int32),
                                   torch.empty(4, 5, dtype=torch.int8), torch.empty(4, 5, 32, dtype=torch.int32),
@@ -155,7 +155,7 @@ def test_out_buffers_are_written_in_place() -> None:
     out = Proposal(*(torch.zeros_like(getattr(want, f)) for f in ("status", "token", "ids", "tickets")))
     got = propose(x, *_keys(3), out=out)
     assert got is out and all(torch.equal(getattr(out, f), getattr(want, f)) for f in ("token", "ids", "tickets"))
-    got2 = finalize(tile_candidates(x), *_keys(3), out=out)
+    got2 = finalize(tile_candidates(x), *_keys(3), vocab_size=500, out=out)
     assert got2 is out and torch.equal(out.tickets, want.tickets)
     args = _verify_case()
     v = verify(*args)

@@ -646,10 +646,31 @@ def test_packed_path_simulated(kernels: Any, sizes: list[int], tile: int, merge:
     tiles = 1 if merge else max_tiles
     cands = pair.merge_messages(torch.stack(msgs), b, tiles)
     assert cands.keys.shape == (b, len(sizes) * tiles, 32) and cands.flags.dtype == torch.int32
-    got = _outputs(select.finalize(cands, temp, seed, rnd, pos, bt.tau))
+    got = _outputs(select.finalize(cands, temp, seed, rnd, pos, bt.tau, vocab_size=sum(sizes)))
     want = reference(bt)
     for f in FIELDS:
         assert_equal(got[f], want[f], f"{len(sizes)} shards {sizes}, tile {tile}, merge_local={merge}: {f}")
+
+
+def test_ranks_out_of_id_order_are_merged_in_id_order(kernels: Any) -> None:
+    """Rank 0 holds the upper IDs: merged in rank order, finalize's candidates check fails every row (tiles out of
+    ID order); merged in the plan's ID order, the rows equal the reference."""
+    import torch
+
+    pair, select = kernels
+    bt = case_nonfinite(150)
+    x, temp, seed, rnd, pos = _torch_batch(bt)
+    b, v = x.shape
+    h, t = v // 2, -(-(v - v // 2) // 64)
+    msgs = torch.stack([pair.shard_message(x[:, h:], h, t, tile=64), pair.shard_message(x[:, :h], 0, t, tile=64)])
+    rank_order = _outputs(select.finalize(pair.merge_messages(msgs, b, t), temp, seed, rnd, pos, bt.tau, vocab_size=v))
+    assert (rank_order["status"] == select.BAD_CANDIDATES).all()
+    got = _outputs(select.finalize(pair.merge_messages(msgs, b, t, (1, 0)), temp, seed, rnd, pos, bt.tau, vocab_size=v))
+    want = reference(bt)
+    for f in FIELDS:
+        assert_equal(got[f], want[f], f"ID order: {f}")
+    with pytest.raises(ValueError, match="order: expected a permutation"):
+        pair.merge_messages(msgs, b, t, (0, 0))
 
 
 @pytest.mark.parametrize(
@@ -668,7 +689,7 @@ def test_empty_tiles_are_neutral(kernels: Any, v: int, tile: int) -> None:
     bt = case_tiny(v) if v < V else case_nonfinite(150)
     x, temp, seed, rnd, pos = _torch_batch(bt)
     cands = select.tile_candidates(x, tile=tile)
-    base = _outputs(select.finalize(cands, temp, seed, rnd, pos))
+    base = _outputs(select.finalize(cands, temp, seed, rnd, pos, vocab_size=x.shape[1]))
     b, t, k = cands.keys.shape
     zk = torch.zeros((b, 1, k), dtype=torch.int64)
     zf = torch.zeros((b, 1), dtype=torch.int32)
@@ -677,7 +698,7 @@ def test_empty_tiles_are_neutral(kernels: Any, v: int, tile: int) -> None:
             keys=torch.cat([cands.keys[:, :where], zk, zk, cands.keys[:, where:]], dim=1).contiguous(),
             flags=torch.cat([cands.flags[:, :where], zf, zf, cands.flags[:, where:]], dim=1).contiguous(),
         )
-        got = _outputs(select.finalize(padded, temp, seed, rnd, pos))
+        got = _outputs(select.finalize(padded, temp, seed, rnd, pos, vocab_size=x.shape[1]))
         for f in FIELDS:
             assert_equal(got[f], base[f], f"two empty tiles at {where}: {f}")
 

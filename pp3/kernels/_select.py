@@ -351,3 +351,50 @@ def _finalize_kernel(
     tl.store(token_ptr + b, token)
     tl.store(ids_ptr + b * K + slot, out_ids)
     tl.store(tickets_ptr + b * K + slot, out_tix)
+
+
+@triton.jit
+def _check_candidates_kernel(
+    keys_ptr: tl.tensor,  # [B, n_tiles, K] int64: the candidates launch 2 merged
+    flags_ptr: tl.tensor,  # [B, n_tiles] int32: their flags
+    n_tiles: tl.tensor,  # tiles per row
+    vocab_size: tl.tensor,  # V: every candidate's ID must be below it
+    status_ptr: tl.tensor,  # [B] int8 out (launch 2's results, overwritten on a malformed row)
+    token_ptr: tl.tensor,  # [B] int32 out
+    ids_ptr: tl.tensor,  # [B, K] int32 out
+    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    CT: tl.constexpr,  # tiles per step
+    K: tl.constexpr,  # 32
+    BAD: tl.constexpr,  # the status of a row whose candidates break launch 2's contract
+) -> None:
+    # After launch 2 on candidates a caller made (pp3.kernels.finalize): one program per row checks what launch 1
+    # guarantees and launch 2 relies on, and fails the row (status BAD, the failed-row outputs of SPEC.md §7) if
+    # any of it is broken: (1) each tile's keys strictly descending, 0-padding last; (2) every ID < V; (3) the
+    # non-empty tiles in ascending, disjoint ID ranges (no ID twice); (4) no flag bit but the three of §3.
+    b = tl.program_id(0).to(tl.int64)
+    slot = tl.arange(0, K)
+    ct = tl.arange(0, CT)
+    bad = tl.zeros((), tl.int32)
+    seen = tl.full((), -1, tl.int64)  # the largest ID of the tiles before this step
+    for t0 in range(0, n_tiles, CT):
+        t = t0 + ct
+        in_row = t < n_tiles
+        at = keys_ptr + (b * n_tiles + t[:, None]) * K + slot[None, :]
+        key = tl.load(at, mask=in_row[:, None], other=0).to(tl.uint64, bitcast=True)
+        nxt = tl.load(at + 1, mask=in_row[:, None] & (slot[None, :] < K - 1), other=0).to(tl.uint64, bitcast=True)
+        bad |= tl.sum(((nxt != 0) & (nxt >= key)).to(tl.int32))  # (1)
+        real = key != 0
+        ids = (0xFFFFFFFF - (key & 0xFFFFFFFF)).to(tl.int64)
+        bad |= tl.sum((real & (ids >= vocab_size)).to(tl.int32))  # (2)
+        lo = tl.min(tl.where(real, ids, 1 << 33), axis=1)  # an empty tile: lo above and hi below every ID
+        hi = tl.max(tl.where(real, ids, -1), axis=1)
+        before = (ct[:, None] < ct[None, :]) & (hi[:, None] >= lo[None, :])  # tile s < t reaches into tile t
+        bad |= tl.sum(before.to(tl.int32)) + tl.sum((lo <= seen).to(tl.int32))  # (3)
+        seen = tl.maximum(seen, tl.max(hi))
+        fl = tl.load(flags_ptr + b * n_tiles + t, mask=in_row, other=0)
+        bad |= tl.sum(((fl & ~7) != 0).to(tl.int32))  # (4)
+    if bad != 0:
+        tl.store(status_ptr + b, tl.full((), BAD, tl.int8))
+        tl.store(token_ptr + b, tl.full((), -1, tl.int32))
+        tl.store(ids_ptr + b * K + slot, tl.full([K], -1, tl.int32))
+        tl.store(tickets_ptr + b * K + slot, tl.zeros([K], tl.int32))

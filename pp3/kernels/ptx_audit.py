@@ -39,6 +39,10 @@ FINALIZE_SIG = {
     "round_ptr": "*i64", "pos_ptr": "*i64", "tau": "fp32", "c_ptr": "*fp64", "domain": "i64", "status_ptr": "*i8",
     "token_ptr": "*i32", "ids_ptr": "*i32", "tickets_ptr": "*i32", "scratch_ptr": "*i64",
 }
+CHECK_SIG = {
+    "keys_ptr": "*i64", "flags_ptr": "*i32", "n_tiles": "i32", "vocab_size": "i32", "status_ptr": "*i8",
+    "token_ptr": "*i32", "ids_ptr": "*i32", "tickets_ptr": "*i32",
+}
 _LOGITS = {"x_ptr": "*i32", "stride_b": "i64", "stride_j": "i64", "v": "i32"}
 _ROW = _LOGITS | {"n_tiles": "i32"}
 _CNT = {"cnt_ptr": "*i32"}
@@ -92,6 +96,7 @@ PHILOX_SIG = {"ctr_ptr": "*i64", "key_ptr": "*i64", "out_ptr": "*i64"}
 KERNELS = (
     _select._tile_candidates_kernel,
     _select._finalize_kernel,
+    _select._check_candidates_kernel,
     *(getattr(_accept, name) for name in VERIFY_SIGS),
     _accept._uniform_below_kernel,
     _common._expf_kernel,
@@ -117,8 +122,8 @@ def _compile(fn: Any, sig: dict[str, str], consts: dict[str, Any], target: GPUTa
 
 def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] | None = None) -> dict[str, str]:
     """PTX of every exact-path kernel variant for ``target`` (sm_90 by default): each logit format, a small and a
-    large tile, both launch-2 merge paths, the verifier's launches (each format at depth 2, fp32 also at depth 5
-    and 256 tiles), the §11.5 uniform, the exponential and Philox on their own."""
+    large tile, both launch-2 merge paths, the candidates check, the verifier's launches (each format at depth 2,
+    fp32 also at depth 5 and 256 tiles), the §11.5 uniform, the exponential and Philox on their own."""
     tgt = target or GPUTarget("cuda", 90, 32)
     opts = dict(EXACT if options is None else options)
     out: dict[str, str] = {}
@@ -141,11 +146,14 @@ def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] 
     for nc, nt in ((32, 1), (4096, 128)):
         consts = {"NC": nc, "NT": nt, "K": K, "CAP": FINALIZE_CAP, "PDL": True}
         out[f"finalize[NC={nc}]"] = _compile(_select._finalize_kernel, FINALIZE_SIG, consts, tgt, opts)
+    out["check_candidates"] = _compile(
+        _select._check_candidates_kernel, CHECK_SIG, {"CT": 16, "K": K, "BAD": 8}, tgt, opts
+    )
     out["uniform_below"] = _compile(_accept._uniform_below_kernel, UNIFORM_SIG, {}, tgt, opts)
     out["expf"] = _compile(_common._expf_kernel, EXPF_SIG, {"BLOCK": 1024}, tgt, opts)
     out["philox"] = _compile(_common._philox_kernel, PHILOX_SIG, {}, tgt, opts)
     compiled = {name.split("[")[0] for name in out}
-    names = {"tile_candidates", "finalize", "uniform_below", "expf", "philox"} | {
+    names = {"tile_candidates", "finalize", "check_candidates", "uniform_below", "expf", "philox"} | {
         f"verify{name[7:-7]}" for name in VERIFY_SIGS
     }
     if compiled != names or len(KERNELS) != len(names):
@@ -175,6 +183,7 @@ def run_every_kernel() -> None:
     for dt in (torch.float32, torch.float16, torch.bfloat16):
         x = torch.randn(2, 5000, device=dev, generator=g).to(dt)
         p = select.propose(x, torch.tensor([1.0, 0.0], device=dev), 1, 2, 3)
+        select.finalize(select.tile_candidates(x), torch.tensor([1.0, 0.0], device=dev), 1, 2, 3, vocab_size=5000)
         target = torch.randn(2, 2, 5000, device=dev, generator=g).to(dt)
         accept.verify(target, torch.tensor([1.0, 0.0], device=dev), p.token[:, None], p.status[:, None],
                       p.ids[:, None], p.tickets[:, None], 1, 2, 3)

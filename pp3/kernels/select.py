@@ -37,10 +37,21 @@ class Proposal:
 @dataclasses.dataclass(frozen=True)
 class Candidates:
     """Launch-1 output for a batch: every tile's first K keys (§4.1; in descending order, 0-padding last) and its
-    flags (§3). ``finalize`` relies on that order: build these with ``tile_candidates`` (or exchange its outputs)."""
+    flags (§3), the tiles in ascending ID order. ``finalize`` relies on that: build these with ``tile_candidates``
+    (or exchange its outputs).
+
+    ``spans``: what ``tile_candidates`` wrote into these buffers, ``tile_base -> (tiles, first ID, last ID + 1)``
+    (host-side, kept by the object; empty for buffers it did not write, such as an exchange's)."""
 
     keys: torch.Tensor  # [B, n_tiles, K] int64
     flags: torch.Tensor  # [B, n_tiles] int32
+    spans: dict[int, tuple[int, int, int]] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+
+# The status of a row whose candidates break launch 2's contract (``finalize`` only; ``propose`` never returns it). It
+# is not one of SPEC.md §3's statuses (0-4): the reference has no candidates, and such a row has no defined q.
+BAD_CANDIDATES = 8
+_CHECK_TILES = 16  # tiles per step of the candidates check
 
 
 _CONSTS: dict[torch.device, torch.Tensor] = {}
@@ -125,16 +136,17 @@ def _proposal_out(out: Any, b: int, device: torch.device) -> Proposal:
 
 
 def _launch_finalize(
-    cands: Candidates, keys: _args.RowKeys, tau: float, launch: LaunchConfig, out: Proposal
+    cands: Candidates, keys: _args.RowKeys, tau: float, launch: LaunchConfig, out: Proposal, *, trusted: bool = True
 ) -> Proposal:
-    """Launch 2 on checked candidates and keys, into checked outputs."""
+    """Launch 2 on checked candidates and keys, into checked outputs. ``trusted``: the candidates were written by
+    launch 1 in this call; else a caller made them, and the scratch starts zeroed (``finalize``)."""
     b, n_tiles = cands.flags.shape
     dev = cands.keys.device
     # One spare row: launch 2 relies on every tile's keys being in descending order with 0-padding last, as
-    # tile_candidates writes them (its survivors are then a prefix of each row). Candidates that break this give
-    # unspecified results, and the spare row keeps even their compaction stores (at most K - 1 slots past a row's
-    # CAP) inside this buffer.
-    scratch = torch.empty((b + 1, FINALIZE_CAP), dtype=torch.int64, device=dev)
+    # tile_candidates writes them (its survivors are then a prefix of each row). On candidates that break this the
+    # spare row keeps even the compaction stores (at most K - 1 slots past a row's CAP) inside this buffer, and a
+    # zeroed scratch keeps the reads defined (the check after launch 2 then fails the row).
+    scratch = (torch.empty if trusted else torch.zeros)((b + 1, FINALIZE_CAP), dtype=torch.int64, device=dev)
     pdl = use_pdl(dev, launch)
     _select._finalize_kernel[(b,)](
         # inputs
@@ -275,7 +287,37 @@ def tile_candidates(
     if base + n_tiles > total:
         raise ValueError(f"tile_base: {base} + {n_tiles} tiles do not fit the {total} tiles of out")
     _launch_tiles(x, offset, t, out, base, _args.launch_config(launch))
+    out.spans[base] = (n_tiles, offset, offset + v)
     return out
+
+
+def _check_spans(cands: Candidates, vocab_size: int) -> None:
+    """What ``tile_candidates`` recorded in ``cands`` (if anything) must tile the buffer's tiles and IDs 0 .. V-1,
+    in the same order: no tile left unwritten or written twice, no shard offset that skips or repeats IDs."""
+    if not cands.spans:
+        return
+    tiles = ids = 0
+    for base, (n, lo, hi) in sorted(cands.spans.items()):
+        if base != tiles:
+            what = "were never written" if base > tiles else "were written twice"
+            first, last = min(base, tiles), max(base, tiles) - 1
+            raise ValueError(f"cands: tiles {first} .. {last} {what} by tile_candidates")
+        if lo != ids:
+            raise ValueError(f"cands: the shard at tile {base} starts at ID {lo}; the shards before it end at {ids}")
+        tiles, ids = base + n, hi
+    if tiles != cands.flags.shape[1]:
+        raise ValueError(f"cands: tiles {tiles} .. {cands.flags.shape[1] - 1} were never written by tile_candidates")
+    if ids != vocab_size:
+        raise ValueError(f"cands: the shards cover IDs 0 .. {ids - 1}, not the vocabulary 0 .. {vocab_size - 1}")
+
+
+def _launch_check(cands: Candidates, vocab_size: int, out: Proposal) -> None:
+    """The candidates check after launch 2: fails each row whose candidates break its contract (BAD_CANDIDATES)."""
+    b, n_tiles = cands.flags.shape
+    _select._check_candidates_kernel[(b,)](
+        cands.keys, cands.flags, n_tiles, vocab_size, out.status, out.token, out.ids, out.tickets,
+        CT=_CHECK_TILES, K=K, BAD=BAD_CANDIDATES, num_warps=4, **EXACT,
+    )
 
 
 def finalize(
@@ -286,11 +328,18 @@ def finalize(
     position: Any,
     tau: float = DEFAULT_TAU,
     *,
+    vocab_size: int,
     launch: LaunchConfig = DEFAULT_LAUNCH,
     out: Proposal | None = None,
 ) -> Proposal:
-    """Launch 2: merge all tiles' candidates per row and apply SPEC.md §3-§8 (``cands`` as ``tile_candidates``
-    writes them: each tile's keys in descending order); ``out`` as for ``propose``."""
+    """Launch 2: merge all tiles' candidates per row and apply SPEC.md §3-§8 to the vocabulary 0 .. ``vocab_size``
+    - 1 (``cands`` as ``tile_candidates`` writes them); ``out`` as for ``propose``.
+
+    Candidates are a caller's data, so they are checked: before the launch, what ``tile_candidates`` recorded in
+    ``cands.spans`` must tile the buffer and the vocabulary (ValueError); after launch 2, one more launch fails each
+    row whose candidates break the contract launch 1 keeps (a tile's keys not strictly descending, an ID >= V,
+    tiles out of ID order or overlapping, unknown flag bits) with status ``BAD_CANDIDATES`` and the failed-row
+    outputs (token -1): never an out-of-range token."""
     keys, flags = cands.keys, cands.flags
     if keys.dim() != 3 or keys.shape[2] != K or flags.shape != keys.shape[:2]:
         raise ValueError(f"cands: expected keys [B, T, {K}] and flags [B, T], got {tuple(keys.shape)}")
@@ -302,9 +351,13 @@ def finalize(
     if b < 1 or n_tiles < 1:
         raise ValueError(f"cands: need B >= 1 rows and T >= 1 tiles, got keys of shape {tuple(keys.shape)}")
     _args.tiles_fit(n_tiles, "cands")
+    v = _args.integer("vocab_size", vocab_size, 1, MAX_VOCAB)
+    _check_spans(cands, v)
     row_keys = _args.row_keys(target_temperature, seed, round, position, b, keys.device)
     dest = _proposal_out(out, b, keys.device)
-    return _launch_finalize(cands, row_keys, _args.tau(tau), _args.launch_config(launch), dest)
+    _launch_finalize(cands, row_keys, _args.tau(tau), _args.launch_config(launch), dest, trusted=False)
+    _launch_check(cands, v, dest)
+    return dest
 
 
 def expf(z: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,156 @@
+"""The launchers on ordinary and adversarial inputs, for compute-sanitizer (issue 16): ``make sanitize-gpu`` runs
+this module under memcheck, initcheck and racecheck on a CUDA GPU; each tool must report 0 errors.
+
+    python -m tools.sanitize_cases [--device cpu]     (cpu: Triton's interpreter, TRITON_INTERPRET=1, V <= 5000)
+
+Every launched kernel of the selector and the verifier is in it: ``propose`` (fp32/fp16/bf16; V = 1, 31, 33, 5000,
+163840; NaN, +inf, all -inf rows and bad temperatures beside ordinary ones; T0 rows), ``propose_sharded``,
+``tile_candidates`` into one buffer, ``finalize`` on malformed candidates (keys swapped in a tile, random bits, IDs
+past the vocabulary, overlapping shards, tiles out of ID order, unknown flag bits, empty tiles), and ``verify``
+(depths 1, 3, 5; fp32/bf16; real drafts, failed and invalid drafts, point masses on the target's argmax, NaN and
++inf target rows; V = 163840 at B = 2 on the GPU). Sizes are small where they can be: a sanitizer runs kernels
+10-100x slower.
+Exits 0 after a device synchronisation; the sanitizer's own exit code carries its findings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+from pp3.kernels import accept, select
+from pp3.kernels.select import Candidates
+
+
+def _keys(
+    b: int, dev: torch.device, temps: tuple[float, ...] = (1.0, 0.0, 0.7, 2.0)
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    temp = torch.tensor([temps[i % len(temps)] for i in range(b)], dtype=torch.float32, device=dev)
+    seed = torch.arange(b, dtype=torch.int64, device=dev) - 1  # -1: the uint64 maximum
+    return temp, seed, seed + 7, seed * 3
+
+
+def _adversarial(x: torch.Tensor) -> torch.Tensor:
+    """Row 0 NaN, row 1 +inf at the last entry, row 2 all -inf, row 3 -inf but one entry; the rest unchanged."""
+    x = x.clone()
+    v = x.shape[1]
+    x[0, v // 2] = float("nan")
+    if x.shape[0] > 1:
+        x[1, v - 1] = float("inf")
+    if x.shape[0] > 2:
+        x[2] = float("-inf")
+    if x.shape[0] > 3:
+        x[3] = float("-inf")
+        x[3, min(v - 1, 40)] = 1.0
+    return x
+
+
+def _big(dev: torch.device) -> int:
+    """The large vocabulary: 163840 on the GPU, 5000 in the interpreter."""
+    return 163840 if dev.type == "cuda" else 5000
+
+
+def selector_cases(dev: torch.device, g: torch.Generator) -> None:
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        for v in (1, 31, 33, 5000):
+            x = (torch.randn(6, v, device=dev, generator=g) * 4).to(dt)
+            select.propose(x, *_keys(6, dev))
+            select.propose(_adversarial(x), *_keys(6, dev, (1.0, float("nan"), -1.0, 0.0)))
+    x = torch.randn(2, _big(dev), device=dev, generator=g)
+    select.propose(x, *_keys(2, dev))
+    select.propose_sharded([x[:, :1000], x[:, 1000:]], *_keys(2, dev))
+    buf = Candidates(keys=torch.zeros((2, 4, 32), dtype=torch.int64, device=dev),
+                     flags=torch.zeros((2, 4), dtype=torch.int32, device=dev))
+    small = torch.randn(2, 200, device=dev, generator=g)
+    select.tile_candidates(small[:, :128], tile=64, out=buf)
+    select.tile_candidates(small[:, 128:], id_offset=128, tile=64, out=buf, tile_base=2)
+    select.finalize(buf, *_keys(2, dev), vocab_size=200)
+
+
+def malformed_candidates(dev: torch.device, g: torch.Generator) -> None:
+    """finalize on candidates that break launch 1's contract: each fails its rows (BAD_CANDIDATES)."""
+    x = torch.randn(3, 200, device=dev, generator=g) * 3
+    c = select.tile_candidates(x, tile=64)
+    keys = c.keys.clone()
+    keys[1, 2, [0, 5]] = keys[1, 2, [5, 0]]
+    flags = c.flags.clone()
+    flags[0, 3] |= 8
+    lo = select.tile_candidates(x[:, :128], tile=64)
+    hi = select.tile_candidates(x[:, 118:], id_offset=118, tile=64)
+    z = torch.zeros((3, 1, 32), dtype=torch.int64, device=dev)
+    zf = torch.zeros((3, 1), dtype=torch.int32, device=dev)
+    garbage = torch.randint(-(2**62), 2**62, (3, 4, 32), device=dev, generator=g, dtype=torch.int64)
+    cases = [
+        (keys, c.flags, 200),  # two keys swapped in a tile
+        (c.keys, flags, 200),  # an unknown flag bit
+        (c.keys, c.flags, 150),  # IDs past the vocabulary
+        (torch.cat([lo.keys, hi.keys], 1), torch.cat([lo.flags, hi.flags], 1), 200),  # overlapping shards
+        (c.keys.flip(1), c.flags.flip(1), 200),  # tiles out of ID order
+        (torch.cat([z, c.keys, z], 1), torch.cat([zf, c.flags, zf], 1), 200),  # empty tiles (not malformed)
+        (garbage, torch.randint(0, 8, (3, 4), device=dev, generator=g, dtype=torch.int32), 200),  # random bits
+    ]
+    if dev.type == "cuda":  # random keys under clean flags reach launch 2's arithmetic with NaN values, where the
+        cases.append((garbage, c.flags, 200))  # interpreter's NumPy casts raise (a GPU converts; the check fails it)
+    for k, f, v in cases:
+        p = select.finalize(Candidates(keys=k.contiguous(), flags=f.contiguous()), *_keys(3, dev), vocab_size=v)
+        if (p.token >= v).any():
+            raise AssertionError("finalize returned a token past the vocabulary")
+
+
+def verifier_cases(dev: torch.device, g: torch.Generator) -> None:
+    shapes = ((torch.float32, 1, 4, 5000), (torch.bfloat16, 3, 4, 5000), (torch.float32, 5, 2, _big(dev)))
+    for dt, depth, b, v in shapes:
+        target = (torch.randn(b, depth + 1, v, device=dev, generator=g) * 3).to(dt)
+        temp, seed, rnd, pos = _keys(b, dev)
+        props = [select.propose(target[:, j].float() + 0.1, temp, seed, rnd, pos + j) for j in range(depth)]
+        tok = torch.stack([p.token for p in props], 1)
+        st = torch.stack([p.status for p in props], 1)
+        ids = torch.stack([p.ids for p in props], 1)
+        tix = torch.stack([p.tickets for p in props], 1)
+        accept.verify(target, temp, tok, st, ids, tix, seed, rnd, pos)
+        bad = target.clone()
+        bad[0, 0, 3] = float("nan")
+        if b > 1:
+            bad[1, depth, v - 1] = float("inf")
+        st_bad = st.clone()
+        st_bad[-1, 0] = 3  # a failed first draft: the row truncates to depth 0
+        odd_temp = _keys(b, dev, (1.0, float("nan"), 0.0, -1.0))[0]
+        accept.verify(bad, odd_temp, tok, st_bad, ids, tix, seed, rnd, pos)
+        tix_bad = tix.clone()
+        tix_bad[0, 0, 0] += 1  # an invalid draft: its tickets no longer sum to 2^24
+        accept.verify(target, temp, tok, st, ids, tix_bad, seed, rnd, pos)
+        g_tok = target[:, :depth].float().argmax(-1).to(torch.int32)  # point masses on the argmax: launch 3's window
+        pid = torch.full_like(ids, -1)
+        pid[..., 0] = g_tok
+        ptx = torch.zeros_like(tix)
+        ptx[..., 0] = 1 << 24
+        accept.verify(target, temp, g_tok, torch.zeros_like(st), pid, ptx, seed, rnd, pos)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.sanitize_cases")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: needs TRITON_INTERPRET=1")
+    args = ap.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("tools.sanitize_cases: no CUDA GPU (run under compute-sanitizer on one, or pass --device cpu)",
+              file=sys.stderr)
+        return 2
+    if args.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        print("tools.sanitize_cases: --device cpu needs TRITON_INTERPRET=1", file=sys.stderr)
+        return 2
+    dev = torch.device(args.device)
+    g = torch.Generator(device=dev).manual_seed(16)
+    selector_cases(dev, g)
+    malformed_candidates(dev, g)
+    verifier_cases(dev, g)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    print("sanitize cases: done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
