@@ -273,8 +273,8 @@ sanitize-gpu:
 	$(gpu_step)
 	@test -n "$(SANITIZER)" || { echo "sanitize-gpu: no compute-sanitizer found (set SANITIZER=)"; exit 2; }
 	rc=0; for tool in $(SANITIZE_TOOLS); do \
-	  timeout $(SANITIZE_TIMEOUT) $(SANITIZER) --tool $$tool --error-exitcode 1 --print-limit 20 \
-	    $(GPU_PY) -m tools.sanitize_cases > $(OUT)/sanitize_$$tool.log 2>&1; r=$$?; \
+	  r=0; timeout $(SANITIZE_TIMEOUT) $(SANITIZER) --tool $$tool --error-exitcode 1 --print-limit 100000 \
+	    --show-backtrace no $(GPU_PY) -m tools.sanitize_cases > $(OUT)/sanitize_$$tool.log 2>&1 || r=$$?; \
 	  echo "$$tool exit $$r: $$(grep -h 'ERROR SUMMARY' $(OUT)/sanitize_$$tool.log | tail -1)"; \
 	  [ $$r -eq 0 ] || rc=1; done; exit $$rc
 

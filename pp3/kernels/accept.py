@@ -99,7 +99,8 @@ def verify(
     total = torch.empty(rows, dtype=torch.float64, device=dev)
     counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
     remainder = torch.empty(rows, dtype=torch.int64, device=dev)
-    state = torch.empty((b, 4), dtype=torch.int32, device=dev)
+    # Zeroed: launch 3 writes it, and its own read of the marked flag (taken only in launch 5) is still issued.
+    state = torch.zeros((b, 4), dtype=torch.int32, device=dev)
     plain = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     corr = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     draw = torch.empty((b, 3), dtype=torch.int64, device=dev)
