@@ -312,8 +312,9 @@ def _padded_index(cu: torch.Tensor, depth: int, n: int) -> tuple[torch.Tensor, t
 
 
 def _where(valid: torch.Tensor, x: torch.Tensor, fill: int | float | bool) -> torch.Tensor:
-    """``x`` where ``valid`` (broadcast over x's trailing dimensions), else ``fill``, in x's dtype."""
-    return torch.where(valid.reshape(*valid.shape, *([1] * (x.dim() - valid.dim()))), x, fill)
+    """``x`` where ``valid`` (broadcast over x's trailing dimensions), else ``fill``, in x's dtype. ``x`` is a fresh
+    gather (advanced indexing copies), so it is filled in place: one output-sized tensor, not two."""
+    return x.masked_fill_(~valid.reshape(*valid.shape, *([1] * (x.dim() - valid.dim()))), fill)
 
 
 def to_ragged(x: torch.Tensor, lengths: torch.Tensor, num_tokens: int, *, fill: int | float | bool = 0) -> tuple[
