@@ -20,8 +20,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from pp3 import reference as ref  # noqa: E402
-from pp3.kernels import _select, select  # noqa: E402
-from pp3.kernels.select import BAD_CANDIDATES, Candidates  # noqa: E402
+from pp3.kernels import BAD_CANDIDATES, Candidates, _select, select  # noqa: E402
 
 pytestmark = pytest.mark.interpreter
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

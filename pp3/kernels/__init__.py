@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from pp3.kernels.accept import Verdict, uniform_below, verify
     from pp3.kernels.config import LaunchConfig
     from pp3.kernels.select import (
+        BAD_CANDIDATES,
         Candidates,
         Proposal,
         expf,
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     )
 
 _WHERE = {
+    "BAD_CANDIDATES": "select",
     "Candidates": "select",
     "Proposal": "select",
     "expf": "select",
@@ -36,6 +38,7 @@ _WHERE = {
     "LaunchConfig": "config",
 }
 __all__ = [
+    "BAD_CANDIDATES",
     "Candidates",
     "LaunchConfig",
     "Proposal",
