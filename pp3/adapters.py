@@ -311,9 +311,9 @@ def _padded_index(cu: torch.Tensor, depth: int, n: int) -> tuple[torch.Tensor, t
     return (start.unsqueeze(1) + j).clamp(0, n - 1), valid
 
 
-def _where(valid: torch.Tensor, x: torch.Tensor, fill: int | float | bool) -> torch.Tensor:
-    """``x`` where ``valid`` (broadcast over x's trailing dimensions), else ``fill``, in x's dtype. ``x`` is a fresh
-    gather (advanced indexing copies), so it is filled in place: one output-sized tensor, not two."""
+def _fill_invalid(valid: torch.Tensor, x: torch.Tensor, fill: int | float | bool) -> torch.Tensor:
+    """``x`` with ``fill`` written in place where not ``valid`` (broadcast over x's trailing dimensions). ``x`` must be
+    a fresh gather (advanced indexing copies), never a caller's tensor: one output-sized tensor, not two."""
     return x.masked_fill_(~valid.reshape(*valid.shape, *([1] * (x.dim() - valid.dim()))), fill)
 
 
@@ -331,7 +331,7 @@ def to_ragged(x: torch.Tensor, lengths: torch.Tensor, num_tokens: int, *, fill: 
     n_out = _num_tokens(num_tokens)
     value = _fill(fill, x.dtype)
     row, col, valid, cu = _flat_index(lengths, d, n_out)
-    return _where(valid, x[row, col], value), cu.to(torch.int32)
+    return _fill_invalid(valid, x[row, col], value), cu.to(torch.int32)
 
 
 def from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int, *, fill: int | float | bool = 0) -> torch.Tensor:
@@ -350,7 +350,7 @@ def from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int, *, fill: int |
     if flat.shape[0] == 0:  # every request has length 0 (a host-side shape, so no sync)
         return torch.full((b, d, *flat.shape[1:]), value, dtype=flat.dtype, device=flat.device)
     idx, valid = _padded_index(cu, d, flat.shape[0])
-    return _where(valid, flat[idx], value)
+    return _fill_invalid(valid, flat[idx], value)
 
 
 # -------------------------------------------------------------------------------------------- draft fields
@@ -398,10 +398,10 @@ def draft_to_ragged(draft: Draft, num_tokens: int, lengths: torch.Tensor | None 
     n = draft_lengths(draft.status) if lengths is None else _lengths("lengths", lengths, b, "draft.tokens", tokens)
     row, col, valid, cu = _flat_index(n, d, n_out)
     return RaggedDraft(
-        tokens=_where(valid, draft.tokens[row, col], EMPTY_ID),
-        status=_where(valid, draft.status[row, col], PAD_STATUS),
-        ids=_where(valid, draft.ids[row, col], EMPTY_ID),
-        tickets=_where(valid, draft.tickets[row, col], 0),
+        tokens=_fill_invalid(valid, draft.tokens[row, col], EMPTY_ID),
+        status=_fill_invalid(valid, draft.status[row, col], PAD_STATUS),
+        ids=_fill_invalid(valid, draft.ids[row, col], EMPTY_ID),
+        tickets=_fill_invalid(valid, draft.tickets[row, col], 0),
         cu=cu.to(torch.int32),
     )
 
@@ -428,10 +428,10 @@ def draft_from_ragged(ragged: RaggedDraft, depth: int) -> Draft:
         )
     idx, valid = _padded_index(cu, d, n)
     return Draft(
-        tokens=_where(valid, ragged.tokens[idx], EMPTY_ID),
-        status=_where(valid, ragged.status[idx], PAD_STATUS),
-        ids=_where(valid, ragged.ids[idx], EMPTY_ID),
-        tickets=_where(valid, ragged.tickets[idx], 0),
+        tokens=_fill_invalid(valid, ragged.tokens[idx], EMPTY_ID),
+        status=_fill_invalid(valid, ragged.status[idx], PAD_STATUS),
+        ids=_fill_invalid(valid, ragged.ids[idx], EMPTY_ID),
+        tickets=_fill_invalid(valid, ragged.tickets[idx], 0),
     )
 
 
@@ -464,7 +464,7 @@ def target_logits_to_ragged(target_logits: torch.Tensor, lengths: torch.Tensor, 
     n_out = _num_tokens(num_tokens)
     _int("num_tokens + B", n_out + b, 0, _I32_MAX)
     row, col, valid, cu = _flat_index(lengths.clamp(0, d1 - 1) + 1, d1, n_out + b)
-    return _where(valid, x[row, col], 0), cu.to(torch.int32)
+    return _fill_invalid(valid, x[row, col], 0), cu.to(torch.int32)
 
 
 def sampled_counts(accepted: torch.Tensor) -> torch.Tensor:
@@ -493,7 +493,7 @@ def verdict_to_ragged(tokens: torch.Tensor, accepted: torch.Tensor) -> tuple[tor
     _device("accepted", accepted, "tokens", tokens)
     _int("B * (D+1)", b * d1, 0, _I32_MAX)
     row, col, valid, cu = _flat_index(sampled_counts(accepted), d1, b * d1)
-    return _where(valid, tokens[row, col], EMPTY_ID), cu.to(torch.int32)
+    return _fill_invalid(valid, tokens[row, col], EMPTY_ID), cu.to(torch.int32)
 
 
 def verdict_from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int) -> tuple[torch.Tensor, torch.Tensor]:
