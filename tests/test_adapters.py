@@ -198,6 +198,23 @@ def test_ragged_round_trip(b: int, d: int, lengths: list[int], dtype: Any) -> No
     assert torch.equal(adapters.from_ragged(big, cu2, d, fill=-9), back)
 
 
+def test_ragged_of_strided_views() -> None:
+    """Views whose first two dimensions do not merge (a slice of D, a transpose) flatten as their contiguous copies:
+    the merged-row gather (``_gather``) copies such an input first instead of reading wrong rows."""
+    rng = np.random.default_rng(3)
+    base = torch.from_numpy(rng.normal(size=(4, 7, 5)).astype(np.float32))
+    lens = torch.tensor([3, 0, 5, 1], dtype=torch.int32)
+    for x in (base[:, 1:6], base.transpose(0, 1)[:4, :4]):
+        assert not x.is_contiguous()
+        for got, want in zip(adapters.to_ragged(x, lens, 10, fill=-1), adapters.to_ragged(x.contiguous(), lens, 10,
+                                                                                           fill=-1), strict=True):
+            assert torch.equal(got, want)
+    target = base.transpose(1, 2)  # [4, 5, 7]: D + 1 = 5, "V" = 7
+    got_t = adapters.target_logits_to_ragged(target, lens, 9)
+    want_t = adapters.target_logits_to_ragged(target.contiguous(), lens, 9)
+    assert all(torch.equal(g, w) for g, w in zip(got_t, want_t, strict=True))
+
+
 def test_vllm_layouts() -> None:
     """vLLM's documented example (gpu_model_runner._calc_spec_decode_metadata): num_draft_tokens [3, 0, 2, 0, 1]."""
     lengths = torch.tensor([3, 0, 2, 0, 1], dtype=torch.int64)
