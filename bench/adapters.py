@@ -170,7 +170,7 @@ def rows_for(b: int, replays: int) -> list[dict[str, Any]]:
     row("draft_from_ragged(ragged, D)", lambda: adapters.draft_from_ragged(ragged, DEPTH),
         drafts_equal(adapters.draft_from_ragged(ragged, DEPTH), truncated(draft, lengths)),
         new=DRAFT_ROW_BYTES * b * DEPTH, write=DRAFT_ROW_BYTES * b * DEPTH,
-        read=DRAFT_ROW_BYTES * b * DEPTH + 4 * (b + 1), **mix)
+        read=DRAFT_ROW_BYTES * n + 4 * (b + 1), **mix)  # on CUDA only the valid rows are read (pp3.kernels.rows)
     flat, _ = adapters.target_logits_to_ragged(target, lengths, n)
     keep = torch.arange(DEPTH + 1, device=dev)[None, :] <= lengths[:, None]
     back_ok = torch.equal(adapters.target_logits_from_ragged(flat, ragged.cu, DEPTH),
@@ -180,7 +180,7 @@ def rows_for(b: int, replays: int) -> list[dict[str, Any]]:
         read=4 * (n + b) * V + 4 * b, **mix)
     row("target_logits_from_ragged(flat, cu, D)", lambda: adapters.target_logits_from_ragged(flat, ragged.cu, DEPTH),
         back_ok, new=4 * b * (DEPTH + 1) * V, write=4 * b * (DEPTH + 1) * V,
-        read=4 * b * (DEPTH + 1) * V + 4 * (b + 1), **mix)
+        read=4 * (n + b) * V + 4 * (b + 1), **mix)
     # pp3's verifier on the padded target logits and drafts, checked against the reference, then its verdict packed.
     from pp3.kernels import verify
 

@@ -1,5 +1,6 @@
 """Engine adapters: pp3's sparse proposal ``q`` and its fixed-depth drafts in the layouts that serving engines use
-(FlashInfer's dense chains, vLLM's flattened ragged batches and per-request state tables). Plain torch; CPU or CUDA.
+(FlashInfer's dense chains, vLLM's flattened ragged batches and per-request state tables). Plain torch, CPU or CUDA,
+but for one Triton kernel: on CUDA the ragged conversions copy their rows in one launch (``pp3.kernels.rows``).
 
 pp3's ``q`` is sparse (SPEC.md §7): per draft, K = 32 slots of (``id``, ``tickets``), the non-empty slots first in
 ascending ID order, empty slots ``id = -1`` with 0 tickets, the tickets of an OK draft summing to 2^24. This module
@@ -14,12 +15,12 @@ maps that, exactly, to
 * ``row_keys_from_table``: the seed / round / position keys of a batch gathered from per-request state tables.
 
 **No host synchronisation.** Every function checks its arguments from types, dtypes, shapes and devices only (a
-``TypeError`` or ``ValueError`` naming the argument, before any work), then queues device work: no ``.item()``, no
-``.tolist()``, no host-to-device copy, no output shape that depends on tensor values. So each call can be captured
-in a CUDA graph, and it runs on ``meta`` tensors (which have no values to read; ``tests/test_adapters.py``). The
-price is that tensor *values* are not checked; what each function does with values it cannot check is stated in
-its docstring (lengths are clamped, offsets are trusted, an ID >= V fails in torch's own bounds check: at once on
-the CPU, as a device-side assertion on CUDA).
+``TypeError`` or ``ValueError`` naming the argument, before any work), then queues device work: no ``.item()`` of a
+device tensor, no ``.tolist()``, no host-to-device copy, no output shape that depends on tensor values. So each call
+can be captured in a CUDA graph, and it runs on ``meta`` tensors (which have no values to read;
+``tests/test_adapters.py``). The price is that tensor *values* are not checked; what each function does with values
+it cannot check is stated in its docstring (lengths are clamped, offsets are trusted, an ID >= V fails in torch's
+own bounds check: at once on the CPU, as a device-side assertion on CUDA).
 
 **Ragged layout** (vLLM's). A batch of B requests with draft lengths ``n_b`` flattens to ``N = sum(n_b)`` rows,
 request b at rows ``cu[b] .. cu[b+1]-1``. ``cu`` [B+1] int32 starts at 0 (the convention of vLLM MRV2's
@@ -292,7 +293,7 @@ def draft_lengths(status: torch.Tensor) -> torch.Tensor:
 
 def _flat_index(lengths: torch.Tensor, d: int, num_tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(src, valid, cu) of each flattened position t < num_tokens: ``src = row * d + col``, request ``row``'s entry
-    ``col`` (an index into the padded [B, d, ...] tensor's first two dimensions merged, for ``_gather``), valid while
+    ``col`` (an index into the padded [B, d, ...] tensor's first two dimensions merged, for ``_take_rows``), valid while
     t < sum(n). Lengths are clamped to 0 .. d."""
     n = lengths.clamp(0, d).long()
     cu = torch.nn.functional.pad(torch.cumsum(n, dim=0), (1, 0))  # [B+1] int64, cu[0] = 0
@@ -300,13 +301,6 @@ def _flat_index(lengths: torch.Tensor, d: int, num_tokens: int) -> tuple[torch.T
     row = torch.searchsorted(cu[1:], t, right=True).clamp(max=lengths.shape[0] - 1)  # skips empty requests
     col = (t - cu[row]).clamp(0, d - 1)
     return row * d + col, t < cu[-1], cu
-
-
-def _gather(x: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
-    """Rows ``src`` of padded [B, D, ...] ``x`` (from ``_flat_index``), a fresh [len(src), ...] tensor. One
-    ``index_select`` over the merged first two dimensions: 2.6x faster than ``x[row, col]`` on the target logits at
-    B = 64 (bench/NOTES.md); a view when those dimensions merge (any contiguous ``x``), else one copy of ``x``."""
-    return torch.index_select(x.flatten(0, 1), 0, src)
 
 
 def _padded_index(cu: torch.Tensor, depth: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -318,10 +312,20 @@ def _padded_index(cu: torch.Tensor, depth: int, n: int) -> tuple[torch.Tensor, t
     return (start.unsqueeze(1) + j).clamp(0, n - 1), valid
 
 
-def _fill_invalid(valid: torch.Tensor, x: torch.Tensor, fill: int | float | bool) -> torch.Tensor:
-    """``x`` with ``fill`` written in place where not ``valid`` (broadcast over x's trailing dimensions). ``x`` must be
-    a fresh gather (``_gather`` or advanced indexing), never a caller's tensor: one output-sized tensor, not two."""
-    return x.masked_fill_(~valid.reshape(*valid.shape, *([1] * (x.dim() - valid.dim()))), fill)
+def _take_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, fill: int | float | bool) -> (
+        torch.Tensor):
+    """Rows ``index`` [n] int64 of ``source`` [R, ...] where ``valid`` [n], ``fill`` elsewhere: a fresh [n, ...]
+    tensor. Every caller clamps ``index`` into 0 .. R-1. On a CUDA device one launch that reads only the valid rows
+    (``pp3.kernels.rows``: 2.2-2.7x faster than the two torch passes at B = 64, bench/NOTES.md); elsewhere (the CPU,
+    meta tensors for torch.compile's fake mode) ``index_select`` then ``masked_fill_``, the same result. A padded
+    [B, D, ...] source is passed as ``x.flatten(0, 1)``: a view for any contiguous ``x``, else one copy."""
+    if source.is_cuda:
+        from pp3.kernels.rows import bits_dtype, gather_rows
+
+        if bits_dtype(source.dtype) is not None:
+            return gather_rows(source, index, valid, fill)
+    out = torch.index_select(source, 0, index)
+    return out.masked_fill_(~valid.reshape(-1, *([1] * (out.dim() - 1))), fill)
 
 
 def to_ragged(x: torch.Tensor, lengths: torch.Tensor, num_tokens: int, *, fill: int | float | bool = 0) -> tuple[
@@ -338,7 +342,7 @@ def to_ragged(x: torch.Tensor, lengths: torch.Tensor, num_tokens: int, *, fill: 
     n_out = _num_tokens(num_tokens)
     value = _fill(fill, x.dtype)
     src, valid, cu = _flat_index(lengths, d, n_out)
-    return _fill_invalid(valid, _gather(x, src), value), cu.to(torch.int32)
+    return _take_rows(x.flatten(0, 1), src, valid, value), cu.to(torch.int32)
 
 
 def from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int, *, fill: int | float | bool = 0) -> torch.Tensor:
@@ -357,7 +361,7 @@ def from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int, *, fill: int |
     if flat.shape[0] == 0:  # every request has length 0 (a host-side shape, so no sync)
         return torch.full((b, d, *flat.shape[1:]), value, dtype=flat.dtype, device=flat.device)
     idx, valid = _padded_index(cu, d, flat.shape[0])
-    return _fill_invalid(valid, flat[idx], value)
+    return _take_rows(flat, idx.flatten(), valid.flatten(), value).view(b, d, *flat.shape[1:])
 
 
 # -------------------------------------------------------------------------------------------- draft fields
@@ -405,10 +409,10 @@ def draft_to_ragged(draft: Draft, num_tokens: int, lengths: torch.Tensor | None 
     n = draft_lengths(draft.status) if lengths is None else _lengths("lengths", lengths, b, "draft.tokens", tokens)
     src, valid, cu = _flat_index(n, d, n_out)
     return RaggedDraft(
-        tokens=_fill_invalid(valid, _gather(draft.tokens, src), EMPTY_ID),
-        status=_fill_invalid(valid, _gather(draft.status, src), PAD_STATUS),
-        ids=_fill_invalid(valid, _gather(draft.ids, src), EMPTY_ID),
-        tickets=_fill_invalid(valid, _gather(draft.tickets, src), 0),
+        tokens=_take_rows(draft.tokens.flatten(0, 1), src, valid, EMPTY_ID),
+        status=_take_rows(draft.status.flatten(0, 1), src, valid, PAD_STATUS),
+        ids=_take_rows(draft.ids.flatten(0, 1), src, valid, EMPTY_ID),
+        tickets=_take_rows(draft.tickets.flatten(0, 1), src, valid, 0),
         cu=cu.to(torch.int32),
     )
 
@@ -434,11 +438,12 @@ def draft_from_ragged(ragged: RaggedDraft, depth: int) -> Draft:
             tickets=torch.zeros((b, d, K), dtype=torch.int32, device=dev),
         )
     idx, valid = _padded_index(cu, d, n)
+    idx, valid = idx.flatten(), valid.flatten()
     return Draft(
-        tokens=_fill_invalid(valid, ragged.tokens[idx], EMPTY_ID),
-        status=_fill_invalid(valid, ragged.status[idx], PAD_STATUS),
-        ids=_fill_invalid(valid, ragged.ids[idx], EMPTY_ID),
-        tickets=_fill_invalid(valid, ragged.tickets[idx], 0),
+        tokens=_take_rows(ragged.tokens, idx, valid, EMPTY_ID).view(b, d),
+        status=_take_rows(ragged.status, idx, valid, PAD_STATUS).view(b, d),
+        ids=_take_rows(ragged.ids, idx, valid, EMPTY_ID).view(b, d, K),
+        tickets=_take_rows(ragged.tickets, idx, valid, 0).view(b, d, K),
     )
 
 
@@ -471,7 +476,7 @@ def target_logits_to_ragged(target_logits: torch.Tensor, lengths: torch.Tensor, 
     n_out = _num_tokens(num_tokens)
     _int("num_tokens + B", n_out + b, 0, _I32_MAX)
     src, valid, cu = _flat_index(lengths.clamp(0, d1 - 1) + 1, d1, n_out + b)
-    return _fill_invalid(valid, _gather(x, src), 0), cu.to(torch.int32)
+    return _take_rows(x.flatten(0, 1), src, valid, 0), cu.to(torch.int32)
 
 
 def sampled_counts(accepted: torch.Tensor) -> torch.Tensor:
@@ -500,7 +505,7 @@ def verdict_to_ragged(tokens: torch.Tensor, accepted: torch.Tensor) -> tuple[tor
     _device("accepted", accepted, "tokens", tokens)
     _int("B * (D+1)", b * d1, 0, _I32_MAX)
     src, valid, cu = _flat_index(sampled_counts(accepted), d1, b * d1)
-    return _fill_invalid(valid, _gather(tokens, src), EMPTY_ID), cu.to(torch.int32)
+    return _take_rows(tokens.flatten(0, 1), src, valid, EMPTY_ID), cu.to(torch.int32)
 
 
 def verdict_from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,8 +8,10 @@ Every launched kernel of the selector and the verifier is in it: ``propose`` (fp
 ``tile_candidates`` into one buffer, ``finalize`` on malformed candidates (keys swapped in a tile, random bits, IDs
 past the vocabulary, overlapping shards, tiles out of ID order, unknown flag bits, empty tiles), and ``verify``
 (depths 1, 3, 5; fp32/bf16; real drafts, failed and invalid drafts, point masses on the target's argmax, NaN and
-+inf target rows; V = 163840 at B = 2 on the GPU). Sizes are small where they can be: a sanitizer runs kernels
-10-100x slower.
++inf target rows; V = 163840 at B = 2 on the GPU), and the adapters' row gather (``pp3.kernels.rows``: every element
+width, rows of 1 … 163840 elements, invalid rows whose index points past the source, fill rows after the drafts,
+offsets past the flattened rows; through the ragged adapters on the GPU). Sizes are small where they can be: a
+sanitizer runs kernels 10-100x slower.
 Exits 0 after a device synchronisation; the sanitizer's own exit code carries its findings.
 """
 
@@ -21,7 +23,9 @@ import sys
 
 import torch
 
-from pp3.kernels import accept, select
+from pp3 import adapters
+from pp3.drafter import Draft
+from pp3.kernels import accept, rows, select
 from pp3.kernels.select import Candidates
 
 
@@ -132,6 +136,25 @@ def verifier_cases(dev: torch.device, g: torch.Generator) -> None:
         accept.verify(target, temp, g_tok, torch.zeros_like(st), pid, ptx, seed, rnd, pos)
 
 
+def row_gather_cases(dev: torch.device, g: torch.Generator) -> None:
+    for dt, length in ((torch.float32, 4100), (torch.bfloat16, 1), (torch.bool, 33), (torch.int64, 7)):
+        src = (torch.randn(5, length, device=dev, generator=g) > 0).to(dt)
+        index = torch.tensor([4, 2**40, -1, 5, 0], dtype=torch.int64, device=dev)  # rows 1-3 invalid and out of range
+        valid = torch.tensor([True, False, False, False, True], device=dev)
+        rows.gather_rows(src, index, valid, 1)
+    b, d, v = 4, 5, _big(dev)
+    target = torch.randn(b, d + 1, v, device=dev, generator=g)
+    lengths = torch.tensor([5, 0, 2, 3], dtype=torch.int32, device=dev)
+    flat, cu = adapters.target_logits_to_ragged(target, lengths, 10 + 3)  # 3 fill rows after the 10 drafts
+    adapters.target_logits_from_ragged(flat, cu, d)
+    adapters.from_ragged(flat, cu + 7, d + 1)  # offsets past the rows: clamped, never read outside
+    temp, seed, rnd, pos = _keys(b, dev)
+    p = select.propose(target[:, 0], temp, seed, rnd, pos)
+    draft = Draft(p.token[:, None].repeat(1, d), p.status[:, None].repeat(1, d),
+                           p.ids[:, None].repeat(1, d, 1), p.tickets[:, None].repeat(1, d, 1))
+    adapters.draft_from_ragged(adapters.draft_to_ragged(draft, 12, lengths), d)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.sanitize_cases")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: needs TRITON_INTERPRET=1")
@@ -148,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     selector_cases(dev, g)
     malformed_candidates(dev, g)
     verifier_cases(dev, g)
+    row_gather_cases(dev, g)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     print("sanitize cases: done")

@@ -1,6 +1,6 @@
 """The Triton kernels of pp3, bit-identical to ``pp3.reference`` (SPEC.md): the selector (``select``) and the
-verifier (``accept``). The names below are imported on first use (PEP 562), so ``pp3.kernels.config`` and
-``pp3.kernels._args`` import without triton."""
+verifier (``accept``); and ``rows``, the adapters' one-pass row gather (raw bits). The names below are imported on
+first use (PEP 562), so ``pp3.kernels.config`` and ``pp3.kernels._args`` import without triton."""
 
 from __future__ import annotations
 

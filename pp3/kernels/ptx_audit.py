@@ -1,5 +1,5 @@
-"""Check the compiled code of every exact-path kernel (selector, verifier and the one-function entries) for
-instructions that would change bits.
+"""Check the compiled code of every exact-path kernel (selector, verifier, the one-function entries, the adapters'
+row gather) for instructions that would change bits.
 
 Forbidden in PTX: approximate division/reciprocal/exp (``div.full``, ``.approx``), flush-to-zero (``.ftz``),
 fused multiply-add (``fma.``/float ``mad.``), and float add/sub/mul without an explicit ``.rn`` (ptxas may
@@ -16,7 +16,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from pp3.kernels import _accept, _common, _select
+from pp3.kernels import _accept, _common, _select, rows
 from pp3.kernels.config import COUNT_CHUNK, EXACT, FINALIZE_CAP, tile_cap
 from pp3.reference._constants import DOMAIN_ACCEPT, K
 
@@ -91,6 +91,9 @@ UNIFORM_SIG = {
 }
 EXPF_SIG = {"z_ptr": "*fp32", "out_ptr": "*fp32", "c_ptr": "*fp64", "n": "i64"}
 PHILOX_SIG = {"ctr_ptr": "*i64", "key_ptr": "*i64", "out_ptr": "*i64"}
+ROWS_SIG = {
+    "src_ptr": "*i32", "dst_ptr": "*i32", "index_ptr": "*i64", "valid_ptr": "*i8", "fill": "i32", "row_len": "i32",
+}
 
 # Every @jit kernel of the exact path: the audit refuses to pass while one is left out of compile_exact_path.
 KERNELS = (
@@ -101,6 +104,7 @@ KERNELS = (
     _accept._uniform_below_kernel,
     _common._expf_kernel,
     _common._philox_kernel,
+    rows._gather_rows_kernel,
 )
 
 
@@ -152,8 +156,9 @@ def compile_exact_path(target: GPUTarget | None = None, options: dict[str, Any] 
     out["uniform_below"] = _compile(_accept._uniform_below_kernel, UNIFORM_SIG, {}, tgt, opts)
     out["expf"] = _compile(_common._expf_kernel, EXPF_SIG, {"BLOCK": 1024}, tgt, opts)
     out["philox"] = _compile(_common._philox_kernel, PHILOX_SIG, {}, tgt, opts)
+    out["gather_rows"] = _compile(rows._gather_rows_kernel, ROWS_SIG, {"BLOCK": 4096}, tgt, opts)
     compiled = {name.split("[")[0] for name in out}
-    names = {"tile_candidates", "finalize", "check_candidates", "uniform_below", "expf", "philox"} | {
+    names = {"tile_candidates", "finalize", "check_candidates", "uniform_below", "expf", "philox", "gather_rows"} | {
         f"verify{name[7:-7]}" for name in VERIFY_SIGS
     }
     if compiled != names or len(KERNELS) != len(names):
@@ -176,6 +181,7 @@ def run_every_kernel() -> None:
     ``launched_ptx`` holds the binaries a real run uses."""
     import torch
 
+    from pp3 import adapters
     from pp3.kernels import accept, select
 
     dev = torch.device("cuda")
@@ -187,6 +193,8 @@ def run_every_kernel() -> None:
         target = torch.randn(2, 2, 5000, device=dev, generator=g).to(dt)
         accept.verify(target, torch.tensor([1.0, 0.0], device=dev), p.token[:, None], p.status[:, None],
                       p.ids[:, None], p.tickets[:, None], 1, 2, 3)
+        flat, cu = adapters.target_logits_to_ragged(target, torch.tensor([1, 0], device=dev), 1)  # the row gather
+        adapters.target_logits_from_ragged(flat, cu, 1)
     select.expf(-torch.rand(10, device=dev, generator=g))
     one = torch.ones(1, dtype=torch.int64, device=dev)
     select.philox(one.expand(1, 4).contiguous(), one.expand(1, 2).contiguous())
