@@ -141,3 +141,16 @@ def test_ragged_adapters_on_the_gpu_equal_their_cpu_run(dtype: Any) -> None:
     for cpu, gpu in pairs:
         for c, d in zip(_tensors(cpu), _tensors(gpu), strict=True):
             assert d.is_cuda and torch.equal(_bits(d), _bits(c))
+
+
+def test_the_ragged_adapters_compile_in_one_graph() -> None:
+    """``torch.compile(fullgraph=True)`` over the target-logit conversions (on a GPU through the row gather, whose fill
+    is a device scalar, not a host read) gives the eager results."""
+    x = _source(torch.float32, (4, 6, 50), seed=8).to(DEVICE)
+    lens = torch.tensor([5, 0, 2, 3], dtype=torch.int32, device=DEVICE)
+    to = torch.compile(adapters.target_logits_to_ragged, fullgraph=True, backend="aot_eager")
+    back = torch.compile(adapters.target_logits_from_ragged, fullgraph=True, backend="aot_eager")
+    flat, cu = adapters.target_logits_to_ragged(x, lens, 13)
+    for got, want in zip(to(x, lens, 13), (flat, cu), strict=True):
+        assert torch.equal(_bits(got), _bits(want))
+    assert torch.equal(_bits(back(flat, cu, 5)), _bits(adapters.target_logits_from_ragged(flat, cu, 5)))

@@ -9,6 +9,8 @@ width, the fill value too), so no float operation touches a value.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -20,13 +22,13 @@ _BLOCK = 4096  # elements per program and row (the block measured; a smaller row
 _MAX_PROGRAMS_PER_ROW = 65535  # CUDA's grid limit in y; longer rows are walked in strides
 
 
-@triton.jit(do_not_specialize=["fill"])
+@triton.jit
 def _gather_rows_kernel(
     src_ptr: tl.tensor,  # [R, row_len] source rows, as integers of the element's width
     dst_ptr: tl.tensor,  # [n, row_len] out, the same integers
     index_ptr: tl.tensor,  # [n] int64 source row of each output row
     valid_ptr: tl.tensor,  # [n] int8: 0 = the row holds fill
-    fill: tl.tensor,  # the fill value's bits as an integer
+    fill_ptr: tl.tensor,  # [] the fill value, as the same integer
     row_len: tl.tensor,  # elements per row
     BLOCK: tl.constexpr,
 ) -> None:
@@ -34,19 +36,20 @@ def _gather_rows_kernel(
     issue no load from ``src``: their ``index`` is never used as an address."""
     t = tl.program_id(0).to(tl.int64)
     ok = tl.load(valid_ptr + t) != 0
+    fill = tl.load(fill_ptr)
     i = tl.load(index_ptr + t)
     lane = tl.arange(0, BLOCK)
     for start in range(tl.program_id(1).to(tl.int64) * BLOCK, row_len, tl.num_programs(1).to(tl.int64) * BLOCK):
         col = start + lane
         inside = col < row_len
         v = tl.load(src_ptr + i * row_len + col, mask=inside & ok, other=0)
-        v = tl.where(ok, v, fill.to(v.dtype))
+        v = tl.where(ok, v, fill)
         tl.store(dst_ptr + t * row_len + col, v, mask=inside)
 
 
 def bits_dtype(dtype: torch.dtype) -> torch.dtype | None:
     """The integer dtype ``gather_rows`` moves ``dtype``'s elements as, or None when it has none (complex128)."""
-    return _BITS.get(torch.empty((), dtype=dtype).element_size())
+    return _BITS.get(dtype.itemsize)
 
 
 def gather_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, fill: int | float | bool) -> (
@@ -60,14 +63,15 @@ def gather_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, 
         raise ValueError(f"source: no integer of the width of {source.dtype}")
     n, rest = index.shape[0], source.shape[1:]
     out = torch.empty((n, *rest), dtype=source.dtype, device=source.device)
-    row_len = out[0].numel() if n else 0
+    row_len = math.prod(rest)
     if n == 0 or row_len == 0:
         return out
-    fill_bits = int(torch.tensor(fill, dtype=source.dtype).view(bits).item())
+    # The fill as a device scalar of the dtype (torch's own conversion; no host read, so torch.compile traces it).
+    fill_t = torch.full((), fill, dtype=source.dtype, device=source.device)
     block = min(_BLOCK, triton.next_power_of_2(row_len))
     grid = (n, min(triton.cdiv(row_len, block), _MAX_PROGRAMS_PER_ROW))
     _gather_rows_kernel[grid](
-        source.contiguous().view(bits), out.view(bits), index, valid.view(torch.int8), fill_bits, row_len,
+        source.contiguous().view(bits), out.view(bits), index, valid.view(torch.int8), fill_t.view(bits), row_len,
         BLOCK=block, num_warps=4 if block >= 1024 else 1, **EXACT,
     )
     return out
