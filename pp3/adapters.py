@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import struct
 from typing import Any
 
 import torch
@@ -88,6 +89,41 @@ def _int(name: str, value: Any, low: int, high: int) -> int:
     return int(value)
 
 
+# struct's format of each float dtype the row gather takes (bfloat16: the upper half of float32's).
+_FLOAT_FORMAT = {torch.float16: "e", torch.bfloat16: "f", torch.float32: "f", torch.float64: "d"}
+
+
+def _float_bits(v: float, dtype: torch.dtype) -> int | None:
+    """The bits of ``v`` in ``dtype`` (a key of ``_FLOAT_FORMAT``) as an unsigned integer, or None where ``dtype``
+    does not hold ``v`` exactly. NaN gives the quiet NaN torch writes (sign kept; bfloat16's is always 0x7FC0)."""
+    fmt = "<" + _FLOAT_FORMAT[dtype]
+    try:
+        packed = struct.pack(fmt, v)
+    except OverflowError:
+        return None
+    if v == v and struct.unpack(fmt, packed)[0] != v:
+        return None
+    bits = int.from_bytes(packed, "little")
+    if dtype == torch.bfloat16:
+        if v != v:
+            return 0x7FC0
+        if bits & 0xFFFF:
+            return None
+        bits >>= 16
+    return bits
+
+
+def _fill_bits(value: int | float | bool, dtype: torch.dtype) -> int:
+    """A checked ``fill`` (``_fill``) as the signed integer of ``dtype``'s width with the same bits (the row gather's
+    ``fill_bits``): computed on the host from the Python scalar, so no device read and nothing for torch.compile to
+    trace."""
+    width = 8 * dtype.itemsize
+    bits = _float_bits(float(value), dtype) if dtype.is_floating_point else int(value)
+    assert bits is not None  # _fill refused a float the dtype does not hold
+    bits &= (1 << width) - 1
+    return bits - (1 << width) if bits >> (width - 1) else bits
+
+
 def _fill(value: Any, dtype: torch.dtype) -> int | float | bool:
     """A Python scalar that ``dtype`` holds exactly (``fill`` of the ragged functions)."""
     if not isinstance(value, numbers.Real):
@@ -97,7 +133,10 @@ def _fill(value: Any, dtype: torch.dtype) -> int | float | bool:
             raise ValueError(f"fill: {value!r} is not a bool, the data's dtype")
         return bool(value)
     if dtype.is_floating_point:
-        return float(value)
+        v = float(value)
+        if v == v and dtype in _FLOAT_FORMAT and _float_bits(v, dtype) is None:  # any NaN is a NaN of every format
+            raise ValueError(f"fill: {value!r} is not a value of the data's dtype {dtype}")
+        return v
     info = torch.iinfo(dtype)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not info.min <= int(value) <= info.max:
         raise ValueError(f"fill: {value!r} is not a value of the data's dtype {dtype}")
@@ -323,7 +362,7 @@ def _take_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, f
         from pp3.kernels.rows import bits_dtype, gather_rows
 
         if bits_dtype(source.dtype) is not None:
-            return gather_rows(source, index, valid, fill)
+            return gather_rows(source, index, valid, _fill_bits(fill, source.dtype))
     out = torch.index_select(source, 0, index)
     return out.masked_fill_(~valid.reshape(-1, *([1] * (out.dim() - 1))), fill)
 

@@ -56,10 +56,31 @@ def test_equals_the_torch_passes_bit_for_bit(dtype: Any, rest: tuple[int, ...]) 
     index = torch.tensor([5, 0, 0, 3, 2, 4, 1], dtype=torch.int64)
     valid = torch.tensor([True, False, True, True, False, True, True])
     fill = True if dtype == torch.bool else 1  # 1: an integer argument Triton could have specialised
-    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), fill)
+    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), adapters._fill_bits(fill, dtype))
     want = _torch_path(src, index, valid, fill)
     assert got.dtype == dtype and tuple(got.shape) == (7, *rest)
     assert torch.equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("fill", [0.0, -0.0, 1.5, float("inf"), float("-inf"), float("nan"), -float("nan"), -2.0**-14])
+def test_float_fills_have_torchs_bits(dtype: Any, fill: float) -> None:
+    """The fill's bits from the host (``adapters._fill_bits``) equal what torch's ``masked_fill_`` writes: signed
+    zeros, infinities, NaNs of either sign (bfloat16 writes the positive quiet NaN), a subnormal of float16."""
+    src = _source(dtype, (2, 3), seed=1)
+    index, valid = torch.tensor([1, 0], dtype=torch.int64), torch.tensor([False, True])
+    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), adapters._fill_bits(fill, dtype))
+    assert torch.equal(_bits(got), _bits(_torch_path(src, index, valid, fill)))
+
+
+def test_fills_a_dtype_does_not_hold_are_refused() -> None:
+    for dtype, fill in ((torch.float16, 0.1), (torch.float16, 1e5), (torch.bfloat16, 1.0 + 2.0**-10),
+                        (torch.float32, 0.1)):
+        with pytest.raises(ValueError, match="fill"):
+            adapters.to_ragged(torch.zeros(2, 2, dtype=dtype), torch.tensor([1, 2]), 3, fill=fill)
+    with pytest.raises(ValueError, match="fill_bits"):
+        rows.gather_rows(torch.zeros(2, 2, dtype=torch.int8), torch.zeros(1, dtype=torch.int64),
+                         torch.ones(1, dtype=torch.bool), 128)
 
 
 def test_invalid_rows_hold_the_fill_whatever_their_index() -> None:
@@ -67,7 +88,7 @@ def test_invalid_rows_hold_the_fill_whatever_their_index() -> None:
     src = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     index = torch.tensor([2, 3, 2**40, 0], dtype=torch.int64)
     valid = torch.tensor([True, False, False, True])
-    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), -0.0).cpu()
+    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), -(1 << 31)).cpu()  # -0.0's bits
     assert torch.equal(_bits(got[0]), _bits(src[2])) and torch.equal(_bits(got[3]), _bits(src[0]))
     assert torch.equal(_bits(got[1:3]), _bits(torch.full((2, 4), -0.0)))
 

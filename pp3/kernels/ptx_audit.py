@@ -92,7 +92,7 @@ UNIFORM_SIG = {
 EXPF_SIG = {"z_ptr": "*fp32", "out_ptr": "*fp32", "c_ptr": "*fp64", "n": "i64"}
 PHILOX_SIG = {"ctr_ptr": "*i64", "key_ptr": "*i64", "out_ptr": "*i64"}
 ROWS_SIG = {
-    "src_ptr": "*i32", "dst_ptr": "*i32", "index_ptr": "*i64", "valid_ptr": "*i8", "fill_ptr": "*i32", "row_len": "i32",
+    "src_ptr": "*i32", "dst_ptr": "*i32", "index_ptr": "*i64", "valid_ptr": "*i8", "fill": "i32", "row_len": "i32",
 }
 
 # Every @jit kernel of the exact path: the audit refuses to pass while one is left out of compile_exact_path.

@@ -17,18 +17,23 @@ import triton.language as tl
 
 from pp3.kernels.config import EXACT
 
-_BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # element size in bytes -> its integer
+# The dtypes the kernel moves, each as the signed integer of its width.
+_BITS = {
+    torch.bool: torch.int8, torch.int8: torch.int8, torch.uint8: torch.int8, torch.int16: torch.int16,
+    torch.int32: torch.int32, torch.int64: torch.int64, torch.float16: torch.int16, torch.bfloat16: torch.int16,
+    torch.float32: torch.int32, torch.float64: torch.int64,
+}
 _BLOCK = 4096  # elements per program and row (the block measured; a smaller row gets its next power of two)
 _MAX_PROGRAMS_PER_ROW = 65535  # CUDA's grid limit in y; longer rows are walked in strides
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["fill"])
 def _gather_rows_kernel(
     src_ptr: tl.tensor,  # [R, row_len] source rows, as integers of the element's width
     dst_ptr: tl.tensor,  # [n, row_len] out, the same integers
     index_ptr: tl.tensor,  # [n] int64 source row of each output row
     valid_ptr: tl.tensor,  # [n] int8: 0 = the row holds fill
-    fill_ptr: tl.tensor,  # [] the fill value, as the same integer
+    fill: tl.tensor,  # the fill value's bits, as a signed integer of the element's width
     row_len: tl.tensor,  # elements per row
     BLOCK: tl.constexpr,
 ) -> None:
@@ -36,42 +41,42 @@ def _gather_rows_kernel(
     issue no load from ``src``: their ``index`` is never used as an address."""
     t = tl.program_id(0).to(tl.int64)
     ok = tl.load(valid_ptr + t) != 0
-    fill = tl.load(fill_ptr)
     i = tl.load(index_ptr + t)
     lane = tl.arange(0, BLOCK)
     for start in range(tl.program_id(1).to(tl.int64) * BLOCK, row_len, tl.num_programs(1).to(tl.int64) * BLOCK):
         col = start + lane
         inside = col < row_len
         v = tl.load(src_ptr + i * row_len + col, mask=inside & ok, other=0)
-        v = tl.where(ok, v, fill)
+        v = tl.where(ok, v, fill.to(v.dtype))
         tl.store(dst_ptr + t * row_len + col, v, mask=inside)
 
 
 def bits_dtype(dtype: torch.dtype) -> torch.dtype | None:
-    """The integer dtype ``gather_rows`` moves ``dtype``'s elements as, or None when it has none (complex128)."""
-    return _BITS.get(dtype.itemsize)
+    """The integer dtype ``gather_rows`` moves ``dtype``'s elements as, or None for a dtype it does not take."""
+    return _BITS.get(dtype)
 
 
-def gather_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, fill: int | float | bool) -> (
-        torch.Tensor):
-    """Rows ``index`` of ``source`` [R, ...] where ``valid``, every element ``fill`` elsewhere: a fresh
-    [len(index), ...] tensor of ``source``'s dtype. ``index``: [n] int64, each valid entry in 0 .. R-1 (the callers
-    clamp them; nothing is read for an invalid one); ``valid``: [n] bool; ``fill``: representable in the dtype.
-    A non-contiguous ``source`` is copied first. On a CUDA device, or anywhere under TRITON_INTERPRET=1."""
+def gather_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, fill_bits: int) -> torch.Tensor:
+    """Rows ``index`` of ``source`` [R, ...] where ``valid``, every element the value with bits ``fill_bits``
+    elsewhere: a fresh [len(index), ...] tensor of ``source``'s dtype. ``index``: [n] int64, each valid entry in
+    0 .. R-1 (the callers clamp them; nothing is read for an invalid one); ``valid``: [n] bool; ``fill_bits``: the
+    fill's bits as a signed integer of the element's width (``pp3.adapters`` computes them on the host). A
+    non-contiguous ``source`` is copied first. On a CUDA device, or anywhere under TRITON_INTERPRET=1."""
     bits = bits_dtype(source.dtype)
     if bits is None:
-        raise ValueError(f"source: no integer of the width of {source.dtype}")
+        raise ValueError(f"source: the row gather does not take {source.dtype}")
+    width = 8 * source.dtype.itemsize
+    if not -(1 << (width - 1)) <= fill_bits < 1 << (width - 1):
+        raise ValueError(f"fill_bits: {fill_bits} is not a signed {width}-bit integer")
     n, rest = index.shape[0], source.shape[1:]
     out = torch.empty((n, *rest), dtype=source.dtype, device=source.device)
     row_len = math.prod(rest)
     if n == 0 or row_len == 0:
         return out
-    # The fill as a device scalar of the dtype (torch's own conversion; no host read, so torch.compile traces it).
-    fill_t = torch.full((), fill, dtype=source.dtype, device=source.device)
     block = min(_BLOCK, triton.next_power_of_2(row_len))
     grid = (n, min(triton.cdiv(row_len, block), _MAX_PROGRAMS_PER_ROW))
     _gather_rows_kernel[grid](
-        source.contiguous().view(bits), out.view(bits), index, valid.view(torch.int8), fill_t.view(bits), row_len,
+        source.contiguous().view(bits), out.view(bits), index, valid.view(torch.int8), fill_bits, row_len,
         BLOCK=block, num_warps=4 if block >= 1024 else 1, **EXACT,
     )
     return out
