@@ -91,6 +91,7 @@ def _int(name: str, value: Any, low: int, high: int) -> int:
 
 # struct's format of each float dtype the row gather takes (bfloat16: the upper half of float32's).
 _FLOAT_FORMAT = {torch.float16: "e", torch.bfloat16: "f", torch.float32: "f", torch.float64: "d"}
+_INT_FORMAT = {"e": "<H", "f": "<I", "d": "<Q"}  # the unsigned integer of each format's width
 
 
 def _float_bits(v: float, dtype: torch.dtype) -> int | None:
@@ -103,7 +104,7 @@ def _float_bits(v: float, dtype: torch.dtype) -> int | None:
         return None
     if v == v and struct.unpack(fmt, packed)[0] != v:
         return None
-    bits = int.from_bytes(packed, "little")
+    bits: int = struct.unpack(_INT_FORMAT[fmt[1]], packed)[0]
     if dtype == torch.bfloat16:
         if v != v:
             return 0x7FC0
@@ -113,10 +114,11 @@ def _float_bits(v: float, dtype: torch.dtype) -> int | None:
     return bits
 
 
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]  # torch leaves it untyped
 def _fill_bits(value: int | float | bool, dtype: torch.dtype) -> int:
     """A checked ``fill`` (``_fill``) as the signed integer of ``dtype``'s width with the same bits (the row gather's
-    ``fill_bits``): computed on the host from the Python scalar, so no device read and nothing for torch.compile to
-    trace."""
+    ``fill_bits``): computed on the host from the Python scalar, so no device read, and a constant to torch.compile
+    (which does not trace ``struct`` in every version)."""
     width = 8 * dtype.itemsize
     bits = _float_bits(float(value), dtype) if dtype.is_floating_point else int(value)
     assert bits is not None  # _fill refused a float the dtype does not hold
