@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import struct
 from typing import Any
 
 import torch
@@ -89,41 +88,23 @@ def _int(name: str, value: Any, low: int, high: int) -> int:
     return int(value)
 
 
-# struct's format of each float dtype the row gather takes (bfloat16: the upper half of float32's).
-_FLOAT_FORMAT = {torch.float16: "e", torch.bfloat16: "f", torch.float32: "f", torch.float64: "d"}
-_INT_FORMAT = {"e": "<H", "f": "<I", "d": "<Q"}  # the unsigned integer of each format's width
-
-
-def _float_bits(v: float, dtype: torch.dtype) -> int | None:
-    """The bits of ``v`` in ``dtype`` (a key of ``_FLOAT_FORMAT``) as an unsigned integer, or None where ``dtype``
-    does not hold ``v`` exactly. NaN gives the quiet NaN torch writes (sign kept; bfloat16's is always 0x7FC0)."""
-    fmt = "<" + _FLOAT_FORMAT[dtype]
-    try:
-        packed = struct.pack(fmt, v)
-    except OverflowError:
-        return None
-    if v == v and struct.unpack(fmt, packed)[0] != v:
-        return None
-    bits: int = struct.unpack(_INT_FORMAT[fmt[1]], packed)[0]
-    if dtype == torch.bfloat16:
-        if v != v:
-            return 0x7FC0
-        if bits & 0xFFFF:
-            return None
-        bits >>= 16
-    return bits
-
-
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]  # torch leaves it untyped
+def _holds(v: float, dtype: torch.dtype) -> bool:
+    """Whether float ``dtype`` holds ``v`` exactly (torch's own conversion on the host; a constant to torch.compile)."""
+    return float(torch.tensor(v, dtype=dtype)) == v
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
 def _fill_bits(value: int | float | bool, dtype: torch.dtype) -> int:
-    """A checked ``fill`` (``_fill``) as the signed integer of ``dtype``'s width with the same bits (the row gather's
-    ``fill_bits``): computed on the host from the Python scalar, so no device read, and a constant to torch.compile
-    (which does not trace ``struct`` in every version)."""
-    width = 8 * dtype.itemsize
-    bits = _float_bits(float(value), dtype) if dtype.is_floating_point else int(value)
-    assert bits is not None  # _fill refused a float the dtype does not hold
-    bits &= (1 << width) - 1
-    return bits - (1 << width) if bits >> (width - 1) else bits
+    """A checked ``fill`` (``_fill``) as the row gather's ``fill_bits``: torch's own conversion to ``dtype`` (what
+    ``masked_fill_`` writes), its bits as the signed integer of the width. On the host from the Python scalar, so no
+    device read, and a constant to torch.compile."""
+    from pp3.kernels.rows import bits_dtype
+
+    bits = bits_dtype(dtype)
+    if bits is None:
+        raise ValueError(f"fill: the row gather does not take {dtype}")
+    return int(torch.tensor(value, dtype=dtype).view(bits).item())
 
 
 def _fill(value: Any, dtype: torch.dtype) -> int | float | bool:
@@ -136,7 +117,7 @@ def _fill(value: Any, dtype: torch.dtype) -> int | float | bool:
         return bool(value)
     if dtype.is_floating_point:
         v = float(value)
-        if v == v and dtype in _FLOAT_FORMAT and _float_bits(v, dtype) is None:  # any NaN is a NaN of every format
+        if v == v and not _holds(v, dtype):  # any NaN is a NaN of every format
             raise ValueError(f"fill: {value!r} is not a value of the data's dtype {dtype}")
         return v
     info = torch.iinfo(dtype)
@@ -357,7 +338,7 @@ def _take_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, f
         torch.Tensor):
     """Rows ``index`` [n] int64 of ``source`` [R, ...] where ``valid`` [n], ``fill`` elsewhere: a fresh [n, ...]
     tensor. Every caller clamps ``index`` into 0 .. R-1. On a CUDA device one launch that reads only the valid rows
-    (``pp3.kernels.rows``: 2.2-2.7x faster than the two torch passes at B = 64, bench/NOTES.md); elsewhere (the CPU,
+    (``pp3.kernels.rows``: 1.7-2.3x faster than the two torch passes at B = 64, bench/NOTES.md); elsewhere (the CPU,
     meta tensors for torch.compile's fake mode) ``index_select`` then ``masked_fill_``, the same result. A padded
     [B, D, ...] source is passed as ``x.flatten(0, 1)``: a view for any contiguous ``x``, else one copy."""
     if source.is_cuda:
