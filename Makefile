@@ -99,11 +99,11 @@ clean:
 # ---- GPU targets (device machine) ----
 # On the device machine: its system Python (GPU_PY) with torch and Triton, no .venv; run from the repository root,
 # e.g. `make verify-gpu props-gpu`, `make -j2 -O props-gpu bulk-gpu` (both at once, neither timed) or
-# `make gpu-session GPU_SESSION="gpu-env verify-gpu expf-gpu"`. Each step runs under `timeout` (the *_TIMEOUT
+# `make gpu-steps GPU_STEPS="gpu-env verify-gpu expf-gpu"`. Each step runs under `timeout` (the *_TIMEOUT
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab bench-stages bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-session
+.PHONY: gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
 
 GPU_PY ?= python3
 OUT ?= results
@@ -137,7 +137,6 @@ BENCH_WARPS ?=
 BENCH_TIMEOUT ?= 420
 BENCHV_B ?= 1 4 64
 BENCHV_TIMEOUT ?= 200
-STAGES_TIMEOUT ?= 300
 DRAFTER_TIMEOUT ?= 300
 E2E_N ?= 1000000
 E2E_MUTANT_N ?= 100000
@@ -153,11 +152,11 @@ PAIR_ARGS ?=
 PAIR_TIMEOUT ?= 530
 RANK_TIMEOUT ?= 470
 # The usual order: correctness first, then speed. Together they outlast one device command (10 minutes): pick steps.
-GPU_SESSION ?= gpu-env verify-gpu props-gpu expf-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab bench-stages \
+GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab \
   bench-drafter audit-e2e-gpu
 
 GPU_TARGETS = gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab \
-  bench-stages bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-session
+  bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-steps
 $(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
 $(GPU_TARGETS): export FLASHINFER_WORKSPACE_BASE := $(GPUCACHE)
@@ -180,7 +179,7 @@ gpu-env:
 verify-gpu:
 	$(gpu_step)
 	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3.audit.parity --full --bulk-rows 0 2>&1 | tee $(OUT)/verify.log | tail -8
-	timeout $(PTX_TIMEOUT) $(GPU_PY) -m pp3.kernels.ptx_audit --launched 2>&1 | tee $(OUT)/ptx_audit.log
+	timeout $(PTX_TIMEOUT) $(GPU_PY) -m pp3.audit.ptx --launched --digests 2>&1 | tee $(OUT)/ptx_audit.json | tail -3
 
 # BULK_ROWS random rows at V = 163840 with --bulk-seed BULK_SEED (the process pool's shutdown warnings dropped).
 bulk-gpu:
@@ -251,11 +250,6 @@ bench-vocab:
 	  "pp3 sampled, no PDL" "pp3 greedy (T0)" "pp3 launch 1 only" "pp3 launch 2 only" "torch argmax" \
 	  "torch topk+softmax+sample" flashinfer 2>&1 | tee $(OUT)/vocab/bench.log | tail -14
 
-# Per-stage latency of the selector's helpers, into $(OUT)/stages.json.
-bench-stages:
-	$(gpu_step)
-	timeout $(STAGES_TIMEOUT) $(GPU_PY) -m bench.stages --out $(OUT) 2>&1 | tee $(OUT)/stages.log | tail -30
-
 # The depth-5 draft loop and the Triton verifier (parity, latency), into $(OUT)/bench_drafter.json.
 bench-drafter:
 	$(gpu_step)
@@ -307,7 +301,7 @@ gpu-pack:
 	cd $(OUT) && find . -mindepth 1 -maxdepth 1 ! -name '*.tgz' -printf '%P\n' \
 	  | tar czf results_$$(date +%H%M%S).tgz --remove-files -T - && ls -la
 
-# GPU_SESSION's steps in order, each run even if an earlier one failed, then gpu-pack; fails if any step failed.
-gpu-session:
-	rc=0; $(MAKE) --no-print-directory -k $(GPU_SESSION) || rc=$$?; $(MAKE) --no-print-directory gpu-pack; exit $$rc
+# GPU_STEPS's steps in order, each run even if an earlier one failed, then gpu-pack; fails if any step failed.
+gpu-steps:
+	rc=0; $(MAKE) --no-print-directory -k $(GPU_STEPS) || rc=$$?; $(MAKE) --no-print-directory gpu-pack; exit $$rc
 # ---- end of GPU targets ----

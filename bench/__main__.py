@@ -64,7 +64,7 @@ def implementations(
     import torch
 
     from bench._floor import RowMax
-    from pp3.kernels import LaunchConfig, _args, propose, select, tile_candidates
+    from pp3.kernels import LaunchConfig, buffers, checks, launchers, propose, tile_candidates
     from pp3.kernels.config import DEFAULT_LAUNCH
     from pp3.reference._constants import DEFAULT_TAU
 
@@ -127,12 +127,12 @@ def implementations(
         # Launch 2 as propose runs it: on candidates launch 1 wrote (the public finalize adds its candidates check).
         cands = [tile_candidates(x) for x in xs]  # computed once, outside the graph
         b, dev = xs[0].shape[0], xs[0].device
-        keys = [_args.row_keys(k["temp"], k["seed"], k["round"], k["pos"][d], b, dev) for d in range(len(xs))]
-        outs = [select._proposal_out(None, b, dev) for _ in xs]
+        keys = [checks.row_keys(k["temp"], k["seed"], k["round"], k["pos"][d], b, dev) for d in range(len(xs))]
+        outs = [buffers.new_proposal(b, dev) for _ in xs]
 
         def step() -> None:
             for c, rk, o in zip(cands, keys, outs, strict=True):
-                select._launch_finalize(c, rk, DEFAULT_TAU, DEFAULT_LAUNCH, o)
+                launchers.finalize(c, rk, DEFAULT_TAU, DEFAULT_LAUNCH, o)
 
         return step
 

@@ -1,6 +1,7 @@
 """Engine adapters: pp3's sparse proposal ``q`` and its fixed-depth drafts in the layouts that serving engines use
 (FlashInfer's dense chains, vLLM's flattened ragged batches and per-request state tables). Plain torch, CPU or CUDA,
-but for one Triton kernel: on CUDA the ragged conversions copy their rows in one launch (``pp3.kernels.rows``).
+but for one Triton kernel: on CUDA the ragged conversions copy their rows in one launch
+(``pp3.kernels.launchers.gather_rows``).
 
 pp3's ``q`` is sparse (SPEC.md §7): per draft, K = 32 slots of (``id``, ``tickets``), the non-empty slots first in
 ascending ID order, empty slots ``id = -1`` with 0 tickets, the tickets of an OK draft summing to 2^24. This module
@@ -43,6 +44,8 @@ from typing import Any
 import torch
 
 from pp3.drafter import Draft
+from pp3.kernels import checks
+from pp3.kernels.buffers import GATHER_BITS
 from pp3.reference._constants import EMPTY_ID, MAX_VOCAB, TICKET_BITS, K
 
 PAD_STATUS = -1
@@ -80,14 +83,6 @@ def _device(name: str, t: torch.Tensor, ref_name: str, ref: torch.Tensor) -> Non
         raise ValueError(f"{name}: on {t.device}, but {ref_name} is on {ref.device}")
 
 
-def _int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if not low <= int(value) <= high:
-        raise ValueError(f"{name}: expected {low} <= {name} <= {high}, got {int(value)}")
-    return int(value)
-
-
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]  # torch leaves it untyped
 def _holds(v: float, dtype: torch.dtype) -> bool:
     """Whether float ``dtype`` holds ``v`` exactly (torch's own conversion on the host; a constant to torch.compile)."""
@@ -99,9 +94,7 @@ def _fill_bits(value: int | float | bool, dtype: torch.dtype) -> int:
     """A checked ``fill`` (``_fill``) as the row gather's ``fill_bits``: torch's own conversion to ``dtype`` (what
     ``masked_fill_`` writes), its bits as the signed integer of the width. On the host from the Python scalar, so no
     device read, and a constant to torch.compile."""
-    from pp3.kernels.rows import bits_dtype
-
-    bits = bits_dtype(dtype)
+    bits = GATHER_BITS.get(dtype)
     if bits is None:
         raise ValueError(f"fill: the row gather does not take {dtype}")
     return int(torch.tensor(value, dtype=dtype).view(bits).item())
@@ -141,7 +134,7 @@ def _dense_args(ids: Any, tickets: Any, vocab_size: Any, out: Any, previous_ids:
         torch.Tensor, torch.Tensor, tuple[int, ...], torch.Tensor | None, torch.Tensor | None]:
     """The checks of ``dense_probs`` and ``log_probs``."""
     ids, tickets = _slots(ids, tickets)
-    v = _int("vocab_size", vocab_size, 1, MAX_VOCAB)
+    v = checks.integer("vocab_size", vocab_size, 1, MAX_VOCAB)
     shape = (*ids.shape[:-1], v)
     if out is not None:
         out = _tensor("out", out, (torch.float32,))
@@ -182,7 +175,7 @@ def _padded(name: str, x: Any, dtypes: tuple[torch.dtype, ...] | None = None, *,
 
 
 def _num_tokens(value: Any) -> int:
-    return _int("num_tokens", value, 0, _I32_MAX)
+    return checks.integer("num_tokens", value, 0, _I32_MAX)
 
 
 # -------------------------------------------------------------------------------------------------- dense q
@@ -338,14 +331,15 @@ def _take_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, f
         torch.Tensor):
     """Rows ``index`` [n] int64 of ``source`` [R, ...] where ``valid`` [n], ``fill`` elsewhere: a fresh [n, ...]
     tensor. Every caller clamps ``index`` into 0 .. R-1. On a CUDA device one launch that reads only the valid rows
-    (``pp3.kernels.rows``: 1.7-2.3x faster than the two torch passes at B = 64, bench/NOTES.md); elsewhere (the CPU,
-    meta tensors for torch.compile's fake mode) ``index_select`` then ``masked_fill_``, the same result. A padded
+    (``pp3.kernels.launchers.gather_rows``: 1.7-2.3x faster than the two torch passes at B = 64, bench/NOTES.md);
+    elsewhere (the CPU, meta tensors for torch.compile's fake mode) ``index_select`` then ``masked_fill_``, the same
+    result. A padded
     [B, D, ...] source is passed as ``x.flatten(0, 1)``: a view for any contiguous ``x``, else one copy."""
     if source.is_cuda:
-        from pp3.kernels.rows import bits_dtype, gather_rows
+        from pp3.kernels import launchers
 
-        if bits_dtype(source.dtype) is not None:
-            return gather_rows(source, index, valid, _fill_bits(fill, source.dtype))
+        if source.dtype in GATHER_BITS:
+            return launchers.gather_rows(source, index, valid, _fill_bits(fill, source.dtype))
     out = torch.index_select(source, 0, index)
     return out.masked_fill_(~valid.reshape(-1, *([1] * (out.dim() - 1))), fill)
 
@@ -377,7 +371,7 @@ def from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int, *, fill: int |
     if flat.dim() < 1:
         raise ValueError("flat: expected shape [N, ...], got a 0-d tensor")
     cu = _offsets("cu", cu, "flat", flat)
-    d = _int("depth", depth, 1, _I32_MAX)
+    d = checks.integer("depth", depth, 1, _I32_MAX)
     value = _fill(fill, flat.dtype)
     b = cu.shape[0] - 1
     if flat.shape[0] == 0:  # every request has length 0 (a host-side shape, so no sync)
@@ -449,7 +443,7 @@ def draft_from_ragged(ragged: RaggedDraft, depth: int) -> Draft:
         raise ValueError(f"ragged.tokens: expected shape [N], got {tuple(tokens.shape)}")
     _draft_fields("ragged", tokens, ragged.status, ragged.ids, ragged.tickets, "[N]")
     cu = _offsets("ragged.cu", ragged.cu, "ragged.tokens", tokens)
-    d = _int("depth", depth, 1, _I32_MAX)
+    d = checks.integer("depth", depth, 1, _I32_MAX)
     b, n = cu.shape[0] - 1, tokens.shape[0]
     if n == 0:
         dev = tokens.device
@@ -481,7 +475,7 @@ def target_logits_from_ragged(logits: torch.Tensor, cu: torch.Tensor, depth: int
     if logits.dim() != 2 or logits.shape[1] < 1:
         raise ValueError(f"logits: expected shape [num_tokens + B, V] with V >= 1, got {tuple(logits.shape)}")
     cu = _offsets("cu", cu, "logits", logits)
-    d = _int("depth", depth, 1, _I32_MAX - 1)
+    d = checks.integer("depth", depth, 1, _I32_MAX - 1)
     return from_ragged(logits, cu_with_bonus(cu), d + 1, fill=0)
 
 
@@ -496,7 +490,7 @@ def target_logits_to_ragged(target_logits: torch.Tensor, lengths: torch.Tensor, 
     b, d1 = x.shape[:2]
     lengths = _lengths("lengths", lengths, b, "target_logits", x)
     n_out = _num_tokens(num_tokens)
-    _int("num_tokens + B", n_out + b, 0, _I32_MAX)
+    checks.integer("num_tokens + B", n_out + b, 0, _I32_MAX)
     src, valid, cu = _flat_index(lengths.clamp(0, d1 - 1) + 1, d1, n_out + b)
     return _take_rows(x.flatten(0, 1), src, valid, 0), cu.to(torch.int32)
 
@@ -525,7 +519,7 @@ def verdict_to_ragged(tokens: torch.Tensor, accepted: torch.Tensor) -> tuple[tor
     accepted = _tensor("accepted", accepted, (torch.int32,))
     _shape("accepted", accepted, (b,), "[B]")
     _device("accepted", accepted, "tokens", tokens)
-    _int("B * (D+1)", b * d1, 0, _I32_MAX)
+    checks.integer("B * (D+1)", b * d1, 0, _I32_MAX)
     src, valid, cu = _flat_index(sampled_counts(accepted), d1, b * d1)
     return _take_rows(tokens.flatten(0, 1), src, valid, EMPTY_ID), cu.to(torch.int32)
 
@@ -538,7 +532,7 @@ def verdict_from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int) -> tup
     if flat.dim() != 1:
         raise ValueError(f"flat: expected shape [N], got {tuple(flat.shape)}")
     cu = _offsets("cu", cu, "flat", flat)
-    d = _int("depth", depth, 1, _I32_MAX - 1)
+    d = checks.integer("depth", depth, 1, _I32_MAX - 1)
     tokens = from_ragged(flat, cu, d + 1, fill=EMPTY_ID)
     emitted = (cu[1:] - cu[:-1]).clamp(0, d + 1)
     return tokens, (emitted - 1).to(torch.int32)

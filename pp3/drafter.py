@@ -198,9 +198,9 @@ def greedy_select(shards: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.T
 def _checked_tile(tile: Any, vocab: int) -> int:
     """The selector's tile rules on every backend (the reference ignores the tile, but a bad one is refused alike).
     Imported here: the greedy path (``tile=None``) imports no kernel code."""
-    from pp3.kernels import _args
+    from pp3.kernels import checks
 
-    return _args.tile(tile, vocab)
+    return checks.tile(tile, vocab)
 
 
 class TPDrafter:
@@ -343,19 +343,19 @@ class _TritonSteps:
         self, temp: Any, seed: Any, round_: Any, position: Any, tau: float, tile: int | None, b: int,
         device: torch.device,
     ) -> None:
-        from pp3.kernels import _args  # the sampled kernels' code, imported on first use
+        from pp3.kernels import checks  # the sampled kernels' code, imported on first use
 
-        self.keys = _args.row_keys(temp, seed, round_, position, b, device)
+        self.keys = checks.row_keys(temp, seed, round_, position, b, device)
         self.tau = tau
         self.tile = tile
 
     def __call__(self, shards: list[torch.Tensor], d: int) -> Step:
-        from pp3.kernels import select
+        from pp3.kernels import buffers, checks, launchers
         from pp3.kernels.config import DEFAULT_LAUNCH
 
-        xs, tile = select._check_shards(shards, self.tile)  # the model's outputs of this depth
-        out = select._proposal_out(None, xs[0].shape[0], xs[0].device)
-        p = select._propose_shards(xs, tile, self.keys.at(d), self.tau, DEFAULT_LAUNCH, out)
+        xs, tile = checks.shards(shards, self.tile)  # the model's outputs of this depth
+        out = buffers.new_proposal(xs[0].shape[0], xs[0].device)
+        p = launchers.propose(xs, tile, self.keys.at(d), self.tau, DEFAULT_LAUNCH, out)
         return p.token, p.status, p.ids, p.tickets
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from pp3.kernels import accept, config, select
+from pp3.kernels import accept, buffers, config, select
 from pp3.reference._constants import DEFAULT_TAU, K
 
 __all__ = ["finalize", "propose", "propose_out", "tile_candidates", "verify", "verify_out"]
@@ -34,7 +34,7 @@ __all__ = ["finalize", "propose", "propose_out", "tile_candidates", "verify", "v
 
 def _proposal_like(b: int, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The selector's outputs for ``b`` rows, as its launchers allocate them (fake tensors under tracing)."""
-    p = select._proposal_out(None, b, like.device)
+    p = buffers.new_proposal(b, like.device)
     return p.status, p.token, p.ids, p.tickets
 
 
@@ -156,7 +156,7 @@ def verify(
 def _(target_logits: Tensor, target_temperature: Tensor, draft_tokens: Tensor, draft_status: Tensor,
       draft_ids: Tensor, draft_tickets: Tensor, seed: Tensor, round: Tensor, position: Tensor,
       tile: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    v = accept._verdict_out(None, _rows("target_logits", target_logits, 3), int(target_logits.shape[1]),
+    v = buffers.new_verdict(_rows("target_logits", target_logits, 3), int(target_logits.shape[1]),
                             target_logits.device)
     return v.status, v.accepted, v.tokens
 

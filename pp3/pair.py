@@ -4,10 +4,15 @@ Rank ``r`` holds the logits of the contiguous global IDs ``[o_r, o_r + V_r)`` of
 ``0 … V-1`` exactly, in any assignment to ranks and with uneven sizes (an empty shard, ``V_r = 0``, is allowed).
 One position costs one collective:
 
-1. launch 1 (``pp3.kernels.select.tile_candidates``) on the rank's own shard, with global IDs, written straight
+1. launch 1 (``pp3.kernels.launchers.tiles``) on the rank's own shard, with global IDs, written straight
    into the rank's message: per tile, its first K keys (§4.1) and its flags (§3);
 2. one ``all_gather`` of the messages (NCCL on GPUs, gloo on CPUs, any world size);
-3. launch 2 (``pp3.kernels.select.finalize``) on every rank over the gathered candidates of all ranks.
+3. launch 2 (``pp3.kernels.launchers.finalize``) on every rank over the gathered candidates of all ranks.
+
+The arguments are checked once per call (``pp3.kernels.checks``, and the plan below), then the launchers run on them
+as they do inside ``pp3.kernels.propose``: the gathered candidates are launch 1's outputs of this call on ranks that
+share one plan, so launch 2 trusts them, as it trusts launch 1 within one process (``pp3.kernels.finalize``, for
+candidates a caller builds, also runs the candidates check; this path does not).
 
 Every rank runs ``finalize`` on bit-identical data, so every rank gets the same status, token, ids and tickets
 (§7) without a copy of the token, and they equal the unsharded ``pp3.reference.propose`` (§9: the result does
@@ -83,9 +88,9 @@ import numpy.typing as npt
 import torch
 import torch.distributed as dist
 
-from pp3.kernels import _args, select
+from pp3.kernels import buffers, checks, launchers
+from pp3.kernels.buffers import Candidates, Proposal
 from pp3.kernels.config import DEFAULT_LAUNCH, MAX_TILES, LaunchConfig
-from pp3.kernels.select import Candidates, Proposal
 from pp3.reference._constants import DEFAULT_TAU, MAX_VOCAB, K
 
 __all__ = [
@@ -173,14 +178,14 @@ _SETUPS: dict[Any, int] = {}
 def _check_layout(x: Any, vocab_offset: Any, vocab_size: Any, tile: Any) -> tuple[torch.Tensor, int, int, int]:
     """A rank's shard (a [B, V_r] tensor, V_r = 0 allowed), its offset, ``vocab_size`` and the tile (``None``: the
     automatic tile of ``vocab_size``, the same on every rank)."""
-    shard = _args.logits("logits_shard", x, allow_empty=True)
-    vsize = _args.integer("vocab_size", vocab_size, 1, MAX_VOCAB)
-    offset = _args.integer("vocab_offset", vocab_offset, 0, MAX_VOCAB)
+    shard = checks.logits("logits_shard", x, allow_empty=True)
+    vsize = checks.integer("vocab_size", vocab_size, 1, MAX_VOCAB)
+    offset = checks.integer("vocab_offset", vocab_offset, 0, MAX_VOCAB)
     if offset + shard.shape[1] > vsize:
         raise ValueError(
             f"vocab_offset: the shard [{offset}, {offset + shard.shape[1]}) ends past vocab_size = {vsize}"
         )
-    return shard, offset, vsize, _args.tile(tile, vsize)
+    return shard, offset, vsize, checks.tile(tile, vsize)
 
 
 def _timeout(value: Any) -> float:
@@ -258,14 +263,14 @@ def _collective_device(group: Any, logits: Any) -> torch.device:
 
 @dataclasses.dataclass(frozen=True)
 class _Call:
-    """One rank's arguments of a call, checked and normalised (``_args``)."""
+    """One rank's arguments of a call, checked and normalised (``pp3.kernels.checks``)."""
 
     shard: torch.Tensor  # [B, V_r]
     offset: int
     vocab_size: int
     tile: int
     merge_local: bool
-    keys: _args.RowKeys
+    keys: buffers.RowKeys
     tau: float
 
 
@@ -282,8 +287,8 @@ def _check_call(
     if not isinstance(merge_local, bool):
         raise TypeError(f"merge_local: expected a bool, got {type(merge_local).__name__}")
     temp, seed, rnd, pos = (0 if k is None else k for k in keys)  # a key not given (check_shards) is not compared
-    row_keys = _args.row_keys(temp, seed, rnd, pos, x.shape[0], x.device)
-    return _Call(x, offset, vsize, t, merge_local, row_keys, _args.tau(tau))
+    row_keys = checks.row_keys(temp, seed, rnd, pos, x.shape[0], x.device)
+    return _Call(x, offset, vsize, t, merge_local, row_keys, checks.tau(tau))
 
 
 def _describe(kind: int, call: _Call | None, given: tuple[bool, ...], error: Exception | None) -> list[int]:
@@ -552,19 +557,19 @@ def shard_message(
     ``T`` is ``max_tiles`` (every rank's tile count must fit it), or 1 with ``merge_local``. ``tile=None`` is the
     automatic tile of the shard's own size (pass the plan's tile when the shards differ in size).
     """
-    x = _args.logits("logits_shard", logits_shard, allow_empty=True)
-    t = _args.tile(tile, max(x.shape[1], 1))
-    offset = _args.integer("vocab_offset", vocab_offset, 0, MAX_VOCAB - x.shape[1])
+    x = checks.logits("logits_shard", logits_shard, allow_empty=True)
+    t = checks.tile(tile, max(x.shape[1], 1))
+    offset = checks.integer("vocab_offset", vocab_offset, 0, MAX_VOCAB - x.shape[1])
     n_tiles = -(-x.shape[1] // t)
-    if n_tiles > _args.integer("max_tiles", max_tiles, 1, MAX_VOCAB):
+    if n_tiles > checks.integer("max_tiles", max_tiles, 1, MAX_VOCAB):
         raise ValueError(f"max_tiles: the shard has {n_tiles} tiles of {t}, more than max_tiles = {max_tiles}")
-    return _shard_message(x, offset, max_tiles, t, merge_local, _args.launch_config(launch))
+    return _shard_message(x, offset, max_tiles, t, merge_local, checks.launch_config(launch))
 
 
 def _shard_message(
     x: torch.Tensor, vocab_offset: int, max_tiles: int, tile: int, merge_local: bool, launch: LaunchConfig
 ) -> torch.Tensor:
-    """``shard_message`` on checked arguments (launch 1 through the public ``tile_candidates``)."""
+    """``shard_message`` on checked arguments."""
     b, v = x.shape
     n_tiles = -(-v // tile)
     t = 1 if merge_local else max_tiles
@@ -575,14 +580,11 @@ def _shard_message(
     if v == 0:
         return msg  # an empty shard sends empty tiles only
     if not merge_local:
-        select.tile_candidates(x, id_offset=vocab_offset, tile=tile, out=out, launch=launch)
+        launchers.tiles(x, vocab_offset, tile, out, 0, launch)
         return msg
     # An explicit buffer: launch 2 never merges these n_tiles tiles (topk does), so its tile cap does not apply.
-    local = Candidates(
-        keys=torch.empty((b, n_tiles, K), dtype=torch.int64, device=x.device),
-        flags=torch.empty((b, n_tiles), dtype=torch.int32, device=x.device),
-    )
-    select.tile_candidates(x, id_offset=vocab_offset, tile=tile, out=local, launch=launch)
+    local = buffers.new_candidates(b, n_tiles, x.device)
+    launchers.tiles(x, vocab_offset, tile, local, 0, launch)
     # A merged tile is a tile: its first K keys and the OR of its flags. Keys are uint64 held as int64: flipping
     # the sign bit makes the signed order the unsigned one, and topk on them is exact (the keys are unique).
     flipped = local.keys.view(b, n_tiles * K) ^ _SIGN64
@@ -645,7 +647,7 @@ def propose_vocab_parallel(
     ``tile``, ``merge_local`` or ``tau`` differ from the plan's. ``timeout`` (seconds; default the plan's, else
     ``DEFAULT_TIMEOUT_S``) bounds every host wait for a collective (:class:`CollectiveError`).
     """
-    cfg = _args.launch_config(launch)
+    cfg = checks.launch_config(launch)
     keys = (target_temperature, seed, round, position)
     if plan is None:
         plan, call = _check_setup(
@@ -659,8 +661,5 @@ def propose_vocab_parallel(
     x, b = call.shard, call.shard.shape[0]
     msg = _shard_message(x, call.offset, plan.max_tiles, call.tile, call.merge_local, cfg)
     gathered = _all_gather(msg, plan.world, group, timeout_s, "the candidates", host_wait=False)  # the one collective
-    k = call.keys
-    return select.finalize(
-        merge_messages(gathered, b, plan.tiles, plan.id_order), k.temperature, k.seed, k.round, k.position, call.tau,
-        vocab_size=plan.vocab_size, launch=cfg,
-    )
+    cands = merge_messages(gathered, b, plan.tiles, plan.id_order)
+    return launchers.finalize(cands, call.keys, call.tau, cfg, buffers.new_proposal(b, x.device))

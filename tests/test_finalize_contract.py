@@ -1,8 +1,9 @@
-"""Issue 16 item 2: ``pp3.kernels.finalize`` on candidates a caller made. What the host can see (the tiles and IDs
+"""``pp3.kernels.finalize`` on candidates a caller made. What the host can see (the tiles and IDs
 ``tile_candidates`` recorded) is refused before any launch; what only the data shows (a tile's order, an ID >= V,
 tiles out of ID order or overlapping, unknown flag bits) fails the row with ``BAD_CANDIDATES`` and the failed-row
 outputs, never an out-of-range token, and the other rows stay equal to the reference. Each test fails on the
-launcher without its check (removing ``_check_spans`` or ``_launch_check`` from ``finalize``): the malformed rows
+entry point without its check (removing ``checks.candidates``' spans check or ``launchers.check_candidates`` from
+``finalize``): the malformed rows
 then come back with status 0.
 
 Runs through Triton's interpreter on the CPU or natively on a CUDA GPU (where compute-sanitizer runs it too:

@@ -1,4 +1,4 @@
-"""The Triton selector against the golden vectors, its argument checks, its exponential, and its compiled code.
+"""The Triton selector against the golden vectors, its argument checks, its exponential and its launch options.
 
 Runs the kernels through Triton's interpreter on the CPU (TRITON_INTERPRET=1, set by the Makefile and by conftest.py
 where no GPU is listed) or natively on a CUDA GPU. Kernel-vs-reference fuzzing and invariances live in proptests/.
@@ -6,10 +6,6 @@ where no GPU is listed) or natively on a CUDA GPU. Kernel-vs-reference fuzzing a
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -165,33 +161,6 @@ def test_device_exponential_equals_reference() -> None:
     want = ref.expf(z)
     bad = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
     assert bad.size == 0, [(f"{z[i]:a}", f"{got[i]:a}", f"{want[i]:a}") for i in bad[:5]]
-
-
-def _ptx_audit(*flags: str) -> tuple[int, dict[str, object]]:
-    """Run the PTX audit in a fresh interpreter without TRITON_INTERPRET (the compiler needs real JIT objects)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pp3.kernels.ptx_audit", *flags], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert proc.stdout.strip(), proc.stderr[-2000:]
-    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def test_compiled_exact_path_has_no_forbidden_instructions() -> None:
-    """Every exact-path kernel (selector, verifier, the §11.5 uniform, expf, Philox, the adapters' row gather) compiled
-    for sm_90 with the EXACT options: no approximate, FMA or FTZ code."""
-    rc, report = _ptx_audit()
-    assert rc == 0 and report["kernels"] == 37, report
-
-
-def test_ptx_audit_catches_default_options() -> None:
-    """Compiled with Triton's defaults (FMA contraction on), the same audit must object, in the selector's launch 2
-    and in the verifier: the test can fail."""
-    rc, report = _ptx_audit("--default-options")
-    forbidden = report["forbidden"]
-    assert rc == 1 and isinstance(forbidden, dict)
-    fma = {name for name, found in forbidden.items() if "fused multiply-add" in found}
-    assert any(n.startswith("verify_") for n in fma) and any(n.startswith("finalize[") for n in fma), report
 
 
 class _Spy:

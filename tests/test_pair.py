@@ -802,7 +802,7 @@ def test_plan_mismatch_raises_before_work(world_of_one: Any, change: dict[str, A
     plan = pair.check_shards(torch.zeros(2, V), 0, V, tau=0.7, tile=64)
     x = torch.zeros(change.get("x", (2, V)))
     kw = {"tile": change.get("tile", 64), "merge_local": change.get("merge_local", False)}
-    if change.get("tile", 64) is None and pair._args.tile(None, V) == 64:
+    if change.get("tile", 64) is None and pair.checks.tile(None, V) == 64:
         pytest.skip("the automatic tile of V is the plan's")
     with pytest.raises(ValueError, match=r"plan: rank 0's call does not match the plan of check_shards #\d+: ") as e:
         pair.propose_vocab_parallel(x, change.get("offset", 0), change.get("vocab", V), 1.0, 1, 2, 3,

@@ -1,4 +1,4 @@
-"""``pp3.kernels.rows.gather_rows``, the adapters' one-pass masked row gather on the GPU: equal, bit for bit, to
+"""``pp3.kernels.launchers.gather_rows``, the adapters' one-pass masked row gather on the GPU: equal, bit for bit, to
 torch's two passes (``index_select``, ``masked_fill_``) for every element width, NaN payloads and -0.0 included;
 invalid rows hold the fill whatever their index says; rows longer than one block and walked in grid strides; and on
 a CUDA GPU every ragged adapter equal to its CPU run (the torch path).
@@ -19,7 +19,8 @@ pytest.importorskip("triton")
 
 from pp3 import adapters  # noqa: E402
 from pp3.drafter import Draft  # noqa: E402
-from pp3.kernels import rows  # noqa: E402
+from pp3.kernels import launchers  # noqa: E402
+from pp3.kernels.buffers import GATHER_BITS  # noqa: E402
 from pp3.reference._constants import K  # noqa: E402
 
 pytestmark = pytest.mark.interpreter
@@ -35,9 +36,7 @@ def _torch_path(source: Any, index: Any, valid: Any, fill: Any) -> Any:
 
 def _bits(x: Any) -> Any:
     """The raw bits as integers (equality of bits: NaN == NaN, -0.0 != +0.0)."""
-    b = rows.bits_dtype(x.dtype)
-    assert b is not None
-    return x.cpu().contiguous().view(b)
+    return x.cpu().contiguous().view(GATHER_BITS[x.dtype])
 
 
 def _source(dtype: Any, shape: tuple[int, ...], seed: int) -> Any:
@@ -46,7 +45,7 @@ def _source(dtype: Any, shape: tuple[int, ...], seed: int) -> Any:
     width = torch.empty((), dtype=dtype).element_size()
     # Random bit patterns of the element's width: NaNs with payloads, infinities, subnormals, -0.0 all occur.
     return raw.view(torch.int8).reshape(*shape, 8)[..., :width].contiguous().view(
-        rows.bits_dtype(dtype)).reshape(shape).view(dtype) if dtype != torch.bool else raw > 0
+        GATHER_BITS[dtype]).reshape(shape).view(dtype) if dtype != torch.bool else raw > 0
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -56,7 +55,7 @@ def test_equals_the_torch_passes_bit_for_bit(dtype: Any, rest: tuple[int, ...]) 
     index = torch.tensor([5, 0, 0, 3, 2, 4, 1], dtype=torch.int64)
     valid = torch.tensor([True, False, True, True, False, True, True])
     fill = True if dtype == torch.bool else 1  # 1: an integer argument Triton could have specialised
-    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), adapters._fill_bits(fill, dtype))
+    got = launchers.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), adapters._fill_bits(fill, dtype))
     want = _torch_path(src, index, valid, fill)
     assert got.dtype == dtype and tuple(got.shape) == (7, *rest)
     assert torch.equal(_bits(got), _bits(want))
@@ -69,7 +68,7 @@ def test_float_fills_have_torchs_bits(dtype: Any, fill: float) -> None:
     zeros, infinities, NaNs of either sign (bfloat16 writes the positive quiet NaN), a subnormal of float16."""
     src = _source(dtype, (2, 3), seed=1)
     index, valid = torch.tensor([1, 0], dtype=torch.int64), torch.tensor([False, True])
-    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), adapters._fill_bits(fill, dtype))
+    got = launchers.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), adapters._fill_bits(fill, dtype))
     assert torch.equal(_bits(got), _bits(_torch_path(src, index, valid, fill)))
 
 
@@ -78,9 +77,6 @@ def test_fills_a_dtype_does_not_hold_are_refused() -> None:
                         (torch.float32, 0.1)):
         with pytest.raises(ValueError, match="fill"):
             adapters.to_ragged(torch.zeros(2, 2, dtype=dtype), torch.tensor([1, 2]), 3, fill=fill)
-    with pytest.raises(ValueError, match="fill_bits"):
-        rows.gather_rows(torch.zeros(2, 2, dtype=torch.int8), torch.zeros(1, dtype=torch.int64),
-                         torch.ones(1, dtype=torch.bool), 128)
 
 
 def test_invalid_rows_hold_the_fill_whatever_their_index() -> None:
@@ -88,34 +84,29 @@ def test_invalid_rows_hold_the_fill_whatever_their_index() -> None:
     src = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     index = torch.tensor([2, 3, 2**40, 0], dtype=torch.int64)
     valid = torch.tensor([True, False, False, True])
-    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), -(1 << 31)).cpu()  # -0.0's bits
+    got = launchers.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), -(1 << 31)).cpu()  # -0.0's bits
     assert torch.equal(_bits(got[0]), _bits(src[2])) and torch.equal(_bits(got[3]), _bits(src[0]))
     assert torch.equal(_bits(got[1:3]), _bits(torch.full((2, 4), -0.0)))
 
 
 def test_long_rows_walk_in_grid_strides(monkeypatch: pytest.MonkeyPatch) -> None:
     """Blocks of 4 elements and at most 2 programs per row: a row of 37 takes 5 strides per program."""
-    monkeypatch.setattr(rows, "_BLOCK", 4)
-    monkeypatch.setattr(rows, "_MAX_PROGRAMS_PER_ROW", 2)
+    monkeypatch.setattr(launchers, "_GATHER_BLOCK", 4)
+    monkeypatch.setattr(launchers, "_MAX_PROGRAMS_PER_ROW", 2)
     src = _source(torch.int32, (3, 37), seed=9)
     index = torch.tensor([1, 2, 0, 1], dtype=torch.int64)
     valid = torch.tensor([True, True, False, True])
-    got = rows.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), 7)
+    got = launchers.gather_rows(src.to(DEVICE), index.to(DEVICE), valid.to(DEVICE), 7)
     assert torch.equal(got.cpu(), _torch_path(src, index, valid, 7))
 
 
 def test_empty_shapes_launch_nothing() -> None:
     src = torch.ones(3, 0)
-    assert tuple(rows.gather_rows(src.to(DEVICE), torch.zeros(2, dtype=torch.int64, device=DEVICE),
-                                  torch.ones(2, dtype=torch.bool, device=DEVICE), 0).shape) == (2, 0)
-    assert tuple(rows.gather_rows(torch.ones(3, 4, device=DEVICE), torch.zeros(0, dtype=torch.int64, device=DEVICE),
-                                  torch.ones(0, dtype=torch.bool, device=DEVICE), 0).shape) == (0, 4)
-
-
-def test_a_type_without_an_integer_of_its_width_is_refused() -> None:
-    with pytest.raises(ValueError, match="source"):
-        rows.gather_rows(torch.zeros(2, 2, dtype=torch.complex128), torch.zeros(1, dtype=torch.int64),
-                         torch.ones(1, dtype=torch.bool), 0)
+    assert tuple(launchers.gather_rows(src.to(DEVICE), torch.zeros(2, dtype=torch.int64, device=DEVICE),
+                                       torch.ones(2, dtype=torch.bool, device=DEVICE), 0).shape) == (2, 0)
+    assert tuple(launchers.gather_rows(torch.ones(3, 4, device=DEVICE),
+                                       torch.zeros(0, dtype=torch.int64, device=DEVICE),
+                                       torch.ones(0, dtype=torch.bool, device=DEVICE), 0).shape) == (0, 4)
 
 
 def _cuda(obj: Any) -> Any:

@@ -8,10 +8,10 @@ Every launched kernel of the selector and the verifier is in it: ``propose`` (fp
 ``tile_candidates`` into one buffer, ``finalize`` on malformed candidates (keys swapped in a tile, random bits, IDs
 past the vocabulary, overlapping shards, tiles out of ID order, unknown flag bits, empty tiles), and ``verify``
 (depths 1, 3, 5; fp32/bf16; real drafts, failed and invalid drafts, point masses on the target's argmax, NaN and
-+inf target rows; V = 163840 at B = 2 on the GPU), and the adapters' row gather (``pp3.kernels.rows``: every element
-width, rows of 1 … 163840 elements, invalid rows whose index points past the source, fill rows after the drafts,
-offsets past the flattened rows; through the ragged adapters on the GPU). Sizes are small where they can be: a
-sanitizer runs kernels 10-100x slower.
++inf target rows; V = 163840 at B = 2 on the GPU), and the adapters' row gather (``pp3.kernels.launchers.gather_rows``:
+every element width, rows of 1 … 163840 elements, invalid rows whose index points past the source, fill rows after
+the drafts, offsets past the flattened rows; through the ragged adapters on the GPU). Sizes are small where they can
+be: a sanitizer runs kernels 10-100x slower.
 Exits 0 after a device synchronisation; the sanitizer's own exit code carries its findings.
 """
 
@@ -25,7 +25,7 @@ import torch
 
 from pp3 import adapters
 from pp3.drafter import Draft
-from pp3.kernels import accept, rows, select
+from pp3.kernels import accept, launchers, select
 from pp3.kernels.select import Candidates
 
 
@@ -141,7 +141,7 @@ def row_gather_cases(dev: torch.device, g: torch.Generator) -> None:
         src = (torch.randn(5, length, device=dev, generator=g) > 0).to(dt)
         index = torch.tensor([4, 2**40, -1, 5, 0], dtype=torch.int64, device=dev)  # rows 1-3 invalid and out of range
         valid = torch.tensor([True, False, False, False, True], device=dev)
-        rows.gather_rows(src, index, valid, 1)
+        launchers.gather_rows(src, index, valid, 1)
     b, d, v = 4, 5, _big(dev)
     target = torch.randn(b, d + 1, v, device=dev, generator=g)
     lengths = torch.tensor([5, 0, 2, 3], dtype=torch.int32, device=dev)

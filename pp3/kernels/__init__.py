@@ -1,6 +1,7 @@
-"""The Triton kernels of pp3, bit-identical to ``pp3.reference`` (SPEC.md): the selector (``select``) and the
-verifier (``accept``); and ``rows``, the adapters' one-pass row gather (raw bits). The names below are imported on
-first use (PEP 562), so ``pp3.kernels.config`` and ``pp3.kernels._args`` import without triton."""
+"""The Triton kernels of pp3, bit-identical to ``pp3.reference`` (SPEC.md): the selector's entry points (``select``)
+and the verifier's (``accept``). Each checks its arguments once (``checks``) and calls the launchers that trust
+them (``launchers``), which launch the ``@triton.jit`` bodies (``_select``, ``_accept``, ``_rows``, ``_common``). The
+names below are imported on first use (PEP 562), so ``config``, ``buffers`` and ``checks`` import without triton."""
 
 from __future__ import annotations
 

@@ -1,57 +1,21 @@
-"""Launcher of the Triton verifier: ``verify`` mirrors ``pp3.reference.verify`` (SPEC.md §11) on torch tensors.
+"""The verifier's public entry point: ``verify`` mirrors ``pp3.reference.verify`` (SPEC.md §11) on torch tensors.
 
-Every argument is checked here once (``_args``), before the launches and without reading device memory, so a
-verification can be captured in a CUDA graph with the draft. Seven launches over the target rows' tiles
-(``_accept.py``); the last program of a row in launches 1, 2, 4 and 6 reduces the row's partials once, counted in
-with the row counters of ``_workspace``, into per-row buffers the later launches read.
+Every argument is checked here once (``checks``), before any launch and without reading device memory, so a
+verification can be captured in a CUDA graph with the draft; then ``launchers.verify`` runs the seven launches
+(``_accept.py``), trusting them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
-import triton
 
-from pp3.kernels import _accept, _args, _workspace
-from pp3.kernels.config import (
-    COUNT_CHUNK,
-    EXACT,
-    MAX_VERIFY_TILES,
-    VERIFY_SMALL_ENTRIES,
-    VERIFY_TILE,
-    VERIFY_TILE_SMALL,
-    VERIFY_WARPS,
-)
-from pp3.kernels.select import exp_constants
-from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, K
+from pp3.kernels import checks, launchers
+from pp3.kernels.buffers import Verdict
+from pp3.reference._constants import K
 
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """Device outputs, §11.8 (same fields and dtypes as ``pp3.reference.Verdict``)."""
-
-    status: torch.Tensor  # [B] int8
-    accepted: torch.Tensor  # [B] int32
-    tokens: torch.Tensor  # [B, D+1] int32
-
-
-def _verify_tile(tile: Any, v: int, rows: int) -> int:
-    """The verifier's tile: ``None`` (VERIFY_TILE_SMALL for calls of at most VERIFY_SMALL_ENTRIES target entries over
-    ``rows`` target rows, else VERIFY_TILE; doubled until a row has at most MAX_VERIFY_TILES tiles) or a power of two
-    >= 2; clipped to the padded row."""
-    if tile is None:
-        t = VERIFY_TILE_SMALL if rows * v <= VERIFY_SMALL_ENTRIES else VERIFY_TILE
-        while triton.cdiv(v, t) > MAX_VERIFY_TILES:
-            t *= 2
-    else:
-        t = _args.integer("tile", tile, 2, 1 << 16)
-        if t & (t - 1):
-            raise ValueError(f"tile: expected a power of two >= 2, got {tile!r}")
-        if triton.cdiv(v, t) > MAX_VERIFY_TILES:
-            raise ValueError(f"tile: {t} splits V = {v} into more than {MAX_VERIFY_TILES} tiles; use a larger tile")
-    return min(t, triton.next_power_of_2(v))
+__all__ = ["Verdict", "remainder_bound", "uniform_below", "verify"]
 
 
 def verify(
@@ -75,75 +39,18 @@ def verify(
     Seven launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
     caller-owned output buffers (a ``Verdict`` of contiguous tensors), written in place.
     """
-    x = _args.logits("target_logits", target_logits, dims=3)
+    x = checks.logits("target_logits", target_logits, dims=3)
     b, d1, v = x.shape
     d = d1 - 1
     dev = x.device
-    tile = _verify_tile(tile, v, b * d1)
-    tok = _args.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)
-    dst = _args.tensor("draft_status", draft_status, torch.int8, (b, d), dev)
-    ids = _args.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)
-    tix = _args.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)
-    keys = _args.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = _verdict_out(out, b, d1, dev)
-    n_tiles = triton.cdiv(v, tile)
-    ntp = max(2, triton.next_power_of_2(n_tiles))
-    n_prog = triton.cdiv(n_tiles, COUNT_CHUNK)
-    rows = b * d1
-    counters = _workspace.counters(dev, rows)  # launches 1, 2, 4 and 6 leave them all 0 again
-    tile_okey, tile_id, tile_mag = (torch.empty((rows, n_tiles), dtype=torch.int32, device=dev) for _ in range(3))
-    cls = torch.empty(rows, dtype=torch.int32, device=dev)
-    argmax = torch.empty(rows, dtype=torch.int32, device=dev)
-    maxima = torch.empty(rows, dtype=torch.float32, device=dev)
-    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)
-    total = torch.empty(rows, dtype=torch.float64, device=dev)
-    counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
-    remainder = torch.empty(rows, dtype=torch.int64, device=dev)
-    # Zeroed: launch 3 writes it, and its own read of the marked flag (taken only in launch 5) is still issued.
-    state = torch.zeros((b, 4), dtype=torch.int32, device=dev)
-    plain = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
-    corr = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
-    draw = torch.empty((b, 3), dtype=torch.int64, device=dev)
-    status, accepted, tokens = dest.status, dest.accepted, dest.tokens
-    consts = exp_constants(dev)
-    raw = x.view(_args.RAW[x.dtype])
-    logits = (raw, x.stride(0), x.stride(1), v)
-    row = (*logits, n_tiles)  # the target logits and their tiles
-    weigh = (cls, maxima, keys.temperature, consts)  # what launches 2 and 4 read to weigh a row
-    kind = _args.KIND[x.dtype]
-    dp = max(2, triton.next_power_of_2(d1))
-    ntp_log = ntp.bit_length() - 1
-    grid = (rows * n_tiles,)
-    _accept._verify_tiles_kernel[grid](
-        *row, counters, tile_okey, tile_id, tile_mag, cls, argmax, maxima,
-        D=d, KIND=kind, TILE=tile, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
-    )
-    _accept._verify_sums_kernel[grid](
-        *row, counters, *weigh, sums, total,
-        D=d, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, NTP=ntp, NTP_LOG=ntp_log,
-        num_warps=VERIFY_WARPS, **EXACT,
-    )
-    chain = (
-        *logits, cls, argmax, maxima, total, remainder, keys.temperature, tok, dst, ids, tix, keys.seed, keys.round,
-        keys.position, consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
-    )
-    sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
-    _accept._verify_rows_kernel[(b,)](*chain, 0, remainder_bound(v), **sizes, **EXACT)
-    _accept._verify_counts_kernel[(rows * n_prog,)](
-        *row, counters, *weigh, total, state, counts, remainder, n_prog,
-        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
-    )
-    _accept._verify_rows_kernel[(b,)](*chain, 1, remainder_bound(v), **sizes, **EXACT)
-    _accept._verify_residual_kernel[(b * n_tiles,)](
-        *row, counters, argmax, maxima, total, keys.temperature, ids, tix, keys.seed, keys.round, keys.position,
-        consts, DOMAIN_RESIDUAL, state, plain, corr, draw, D=d, K=K, KIND=kind, TILE=tile, NTP=ntp,
-        num_warps=VERIFY_WARPS, **EXACT,
-    )
-    _accept._verify_draw_kernel[(b,)](
-        *logits, argmax, maxima, total, keys.temperature, ids, tix, consts, state, draw, tokens,
-        D=d, K=K, KIND=kind, TILE=tile, **EXACT,
-    )
-    return dest
+    t = checks.verify_tile(tile, v, b * d1)
+    tok = checks.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)
+    dst = checks.tensor("draft_status", draft_status, torch.int8, (b, d), dev)
+    ids = checks.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)
+    tix = checks.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)
+    keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
+    dest = checks.verdict_out(out, b, d1, dev)
+    return launchers.verify(x, t, tok, dst, ids, tix, keys, remainder_bound(v), dest)
 
 
 def remainder_bound(v: int) -> int:
@@ -153,18 +60,13 @@ def remainder_bound(v: int) -> int:
     return v
 
 
-def _verdict_out(out: Any, b: int, d1: int, device: torch.device) -> Verdict:
-    """The caller's output buffers, checked (``out``), or new ones (``None``)."""
-    spec = {"status": (torch.int8, (b,)), "accepted": (torch.int32, (b,)), "tokens": (torch.int32, (b, d1))}
-    result: Verdict = _args.outputs(Verdict, out, spec, device)
-    return result
-
-
 def uniform_below(seed: torch.Tensor, round: torch.Tensor, position: torch.Tensor, domain: int,
                   s: torch.Tensor) -> torch.Tensor:
     """§11.5 on the device (int64 tensors of uint64 bits, 1 <= s <= 2^40): the kernel's own ``_uniform_below``."""
-    n = seed.numel()
-    out = torch.empty(n, dtype=torch.int64, device=seed.device)
-    dom = domain - (1 << 64) if domain >= 1 << 63 else domain
-    _accept._uniform_below_kernel[(n,)](seed, round, position, s, out, dom, **EXACT)
-    return out
+    if not isinstance(seed, torch.Tensor) or seed.dim() != 1:
+        raise TypeError("seed: expected a 1-D int64 torch.Tensor")
+    n, dev = seed.shape[0], seed.device
+    sd, rd, ps, bound = (checks.tensor(name, t, torch.int64, (n,), dev)
+                         for name, t in (("seed", seed), ("round", round), ("position", position), ("s", s)))
+    dom = checks.integer("domain", domain, 0, (1 << 64) - 1)
+    return launchers.uniform_below(sd, rd, ps, dom, bound, torch.empty(n, dtype=torch.int64, device=dev))

@@ -1,41 +1,26 @@
-"""SPEC.md §2 and §11.2 caller-error checks on the torch side: the one copy every launcher uses (selector, verifier,
-pair, drafter). Imports torch but not triton.
+"""SPEC.md §2 and §11.2 caller-error checks on the torch side: the one copy every entry point uses (selector, verifier,
+pair, drafter, adapters). Imports torch but not triton.
 
 Every check here reads shapes, dtypes and devices only, never device memory, so a checked call can be captured in a
-CUDA graph. A public launcher checks and normalises each argument once, then hands the results to private launch
-functions that trust them.
+CUDA graph. A public entry point checks and normalises each argument once here, then hands the results to
+``pp3.kernels.launch``, whose launchers trust them. A check raises ``TypeError`` (a wrong type or dtype) or
+``ValueError`` (a wrong shape, device or value) naming the argument, before any launch.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import numbers
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from pp3.kernels import config
+from pp3.kernels import buffers, config
+from pp3.kernels.buffers import KIND, Candidates, Proposal, RowKeys, Verdict
 from pp3.reference import _args as host
 from pp3.reference._constants import MAX_VOCAB, K
-
-KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  # _common.KIND_*
-RAW = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}  # the bits a kernel loads
-
-
-@dataclasses.dataclass(frozen=True)
-class RowKeys:
-    """The per-row keys of a call, checked and on the device: what a launch reads besides the logits."""
-
-    temperature: torch.Tensor  # [B] fp32 target temperature
-    seed: torch.Tensor  # [B] int64 (uint64 bits)
-    round: torch.Tensor  # [B] int64 (uint64 bits)
-    position: torch.Tensor  # [B] int64 (uint64 bits)
-
-    def at(self, depth: int) -> RowKeys:
-        """The keys of draft ``depth`` of a proposal loop: position + depth (int64 addition wraps mod 2^64)."""
-        return dataclasses.replace(self, position=self.position + depth) if depth else self
 
 
 def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False) -> torch.Tensor:
@@ -107,12 +92,12 @@ def tensor(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device
     return t.contiguous()  # type: ignore[no-any-return]
 
 
-def outputs(cls: Any, out: Any, spec: dict[str, tuple[torch.dtype, tuple[int, ...]]], device: torch.device) -> Any:
+def outputs(cls: Any, out: Any, spec: buffers.Spec, device: torch.device) -> Any:
     """A launcher's outputs: the caller-owned ``out`` (an instance of the dataclass ``cls``, every field exactly as
     ``spec`` says, on ``device`` and contiguous: the kernels write it in place, so it cannot be copied into shape;
     buffers that overlap each other are the caller's error), or new tensors when ``out`` is None."""
     if out is None:
-        return cls(**{f: torch.empty(shape, dtype=dtype, device=device) for f, (dtype, shape) in spec.items()})
+        return buffers.new(cls, spec, device)
     if not isinstance(out, cls):
         raise TypeError(f"out: expected a pp3.kernels.{cls.__name__} of caller-owned buffers, got {type(out).__name__}")
     for field, (dtype, shape) in spec.items():
@@ -121,6 +106,18 @@ def outputs(cls: Any, out: Any, spec: dict[str, tuple[torch.dtype, tuple[int, ..
         if not t.is_contiguous():
             raise ValueError(f"out.{field}: must be contiguous (the kernels write it in place)")
     return out
+
+
+def proposal_out(out: Any, b: int, device: torch.device) -> Proposal:
+    """The selector's outputs: the caller's ``out`` (a ``Proposal``), checked, or new buffers (``None``)."""
+    result: Proposal = outputs(Proposal, out, buffers.proposal_spec(b), device)
+    return result
+
+
+def verdict_out(out: Any, b: int, d1: int, device: torch.device) -> Verdict:
+    """The verifier's outputs: the caller's ``out`` (a ``Verdict``), checked, or new buffers (``None``)."""
+    result: Verdict = outputs(Verdict, out, buffers.verdict_spec(b, d1), device)
+    return result
 
 
 def _row_tensor(name: str, value: torch.Tensor, b: int, device: torch.device) -> torch.Tensor:
@@ -174,3 +171,110 @@ def launch_config(value: Any) -> config.LaunchConfig:
     if not isinstance(value, config.LaunchConfig):
         raise TypeError(f"launch: expected a pp3.kernels.config.LaunchConfig, got {type(value).__name__}")
     return value
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def shards(xs: Sequence[Any], tile_value: Any, name: str = "shards") -> tuple[list[torch.Tensor], int]:
+    """Checked shards of one batch (same rows, same device, in ID order) and the tile, which must fit launch 2.
+    Errors name ``name[i]`` (``name`` alone for a single unsharded ``logits``)."""
+    if not xs:
+        raise ValueError(f"{name}: need at least one shard")
+    out = [logits(name if name == "logits" else f"{name}[{i}]", s) for i, s in enumerate(xs)]
+    b = out[0].shape[0]
+    for i, s in enumerate(out):
+        if s.shape[0] != b or s.device != out[0].device:
+            raise ValueError(f"shards[{i}]: expected {b} rows on {out[0].device}, got {tuple(s.shape)} on {s.device}")
+    if sum(s.shape[1] for s in out) > MAX_VOCAB:
+        raise ValueError("shards: the shards together exceed the maximum vocabulary 2^31 - 1")
+    t = tile(tile_value, max(s.shape[1] for s in out))
+    tiles_fit(sum(_cdiv(s.shape[1], t) for s in out), f"tile {t} over {len(out)} shard(s)")
+    return out, t
+
+
+def verify_tile(value: Any, v: int, rows: int) -> int:
+    """The verifier's tile: ``None`` (VERIFY_TILE_SMALL for calls of at most VERIFY_SMALL_ENTRIES target entries over
+    ``rows`` target rows, else VERIFY_TILE; doubled until a row has at most MAX_VERIFY_TILES tiles) or a power of two
+    >= 2; clipped to the padded row."""
+    if value is None:
+        t = config.VERIFY_TILE_SMALL if rows * v <= config.VERIFY_SMALL_ENTRIES else config.VERIFY_TILE
+        while _cdiv(v, t) > config.MAX_VERIFY_TILES:
+            t *= 2
+    else:
+        t = integer("tile", value, 2, 1 << 16)
+        if t & (t - 1):
+            raise ValueError(f"tile: expected a power of two >= 2, got {value!r}")
+        if _cdiv(v, t) > config.MAX_VERIFY_TILES:
+            raise ValueError(
+                f"tile: {t} splits V = {v} into more than {config.MAX_VERIFY_TILES} tiles; use a larger tile"
+            )
+    return min(t, _next_power_of_2(v))
+
+
+def candidates_out(
+    out: Any, b: int, n_tiles: int, tile_base: Any, device: torch.device, what: str
+) -> tuple[Candidates, int]:
+    """Where launch 1 writes the ``n_tiles`` tiles of a [``b``, V] shard (``what``: its tiling, for the message): the
+    caller's ``out`` buffers from tile ``tile_base`` on, checked, or new buffers (``None``; ``tile_base`` must then
+    be 0). Returns them and the base."""
+    if out is None:
+        tiles_fit(n_tiles, what)
+        if tile_base != 0:
+            raise ValueError("tile_base: needs out")
+        return buffers.new_candidates(b, n_tiles, device), 0
+    if not isinstance(out, Candidates):
+        raise TypeError(f"out: expected a pp3.kernels.Candidates, got {type(out).__name__}")
+    total = out.flags.shape[1] if out.flags.dim() == 2 else 0
+    if out.keys.shape != (b, total, K) or out.flags.shape != (b, total) or out.keys.device != device:
+        raise ValueError(f"out: expected keys [{b}, T, {K}] and flags [{b}, T] on {device}")
+    if out.keys.dtype != torch.int64 or out.flags.dtype != torch.int32:
+        raise TypeError(f"out: expected int64 keys and int32 flags, got {out.keys.dtype} and {out.flags.dtype}")
+    if not (out.keys.is_contiguous() and out.flags.is_contiguous()):
+        raise ValueError("out: keys and flags must be contiguous (the kernel indexes them densely)")
+    base = integer("tile_base", tile_base, 0, max(0, total - n_tiles))
+    if base + n_tiles > total:
+        raise ValueError(f"tile_base: {base} + {n_tiles} tiles do not fit the {total} tiles of out")
+    return out, base
+
+
+def candidates(cands: Any, vocab_size: Any) -> tuple[Candidates, int]:
+    """Candidates a caller hands ``finalize`` and the vocabulary size: shapes, dtypes and layout, and what
+    ``tile_candidates`` recorded in ``cands.spans`` (if anything) must tile the buffer's tiles and IDs 0 .. V-1 in
+    the same order: no tile left unwritten or written twice, no shard offset that skips or repeats IDs."""
+    if not isinstance(cands, Candidates):
+        raise TypeError(f"cands: expected a pp3.kernels.Candidates, got {type(cands).__name__}")
+    keys, flags = cands.keys, cands.flags
+    if keys.dim() != 3 or keys.shape[2] != K or flags.shape != keys.shape[:2]:
+        raise ValueError(f"cands: expected keys [B, T, {K}] and flags [B, T], got {tuple(keys.shape)}")
+    if keys.dtype != torch.int64 or flags.dtype != torch.int32:
+        raise TypeError(f"cands: expected int64 keys and int32 flags, got {keys.dtype} and {flags.dtype}")
+    if not (keys.is_contiguous() and flags.is_contiguous()):
+        raise ValueError("cands: keys and flags must be contiguous (the kernel indexes them densely)")
+    b, n_tiles = flags.shape
+    if b < 1 or n_tiles < 1:
+        raise ValueError(f"cands: need B >= 1 rows and T >= 1 tiles, got keys of shape {tuple(keys.shape)}")
+    tiles_fit(n_tiles, "cands")
+    v = integer("vocab_size", vocab_size, 1, MAX_VOCAB)
+    if cands.spans:
+        done = ids = 0
+        for base, (n, lo, hi) in sorted(cands.spans.items()):
+            if base != done:
+                what = "were never written" if base > done else "were written twice"
+                first, last = min(base, done), max(base, done) - 1
+                raise ValueError(f"cands: tiles {first} .. {last} {what} by tile_candidates")
+            if lo != ids:
+                raise ValueError(
+                    f"cands: the shard at tile {base} starts at ID {lo}; the shards before it end at {ids}"
+                )
+            done, ids = base + n, hi
+        if done != n_tiles:
+            raise ValueError(f"cands: tiles {done} .. {n_tiles - 1} were never written by tile_candidates")
+        if ids != v:
+            raise ValueError(f"cands: the shards cover IDs 0 .. {ids - 1}, not the vocabulary 0 .. {v - 1}")
+    return cands, v

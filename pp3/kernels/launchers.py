@@ -1,0 +1,313 @@
+"""The launchers that trust their arguments: one per kernel entry, and every launch of pp3's kernels goes through
+one of them. The public entry points (``select``, ``accept``, ``pp3.adapters``) and pp3's own callers
+(``pp3.pair``, ``pp3.drafter``, the benchmarks) check each argument once (``checks``) and then call these.
+
+Nothing here checks an argument or reads device memory on the host, so a call can be captured in a CUDA graph. What
+a launcher is given must be what ``checks`` returns: contiguous along V, of the kernels' dtypes, on one device, with
+outputs that do not overlap each other or an input; a tile that fits; keys as ``buffers.RowKeys``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import triton
+
+from pp3.kernels import _accept, _common, _rows, _select, _workspace
+from pp3.kernels.buffers import (
+    BAD_CANDIDATES,
+    GATHER_BITS,
+    KIND,
+    RAW,
+    Candidates,
+    Proposal,
+    RowKeys,
+    Verdict,
+    new_candidates,
+)
+from pp3.kernels.config import (
+    COUNT_CHUNK,
+    EXACT,
+    FINALIZE_CAP,
+    VERIFY_WARPS,
+    LaunchConfig,
+    tile_cap,
+    use_pdl,
+)
+from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, K
+from pp3.reference.exponential import C2, C3, C4, C5, INV, L1, L2, ONE, SHIFT, TH, TL
+
+_CHECK_TILES = 16  # tiles per step of the candidates check
+_GATHER_BLOCK = 4096  # elements per program and row of the row gather (a smaller row gets its next power of two)
+_MAX_PROGRAMS_PER_ROW = 65535  # CUDA's grid limit in y; longer rows are walked in strides
+
+_CONSTS: dict[torch.device, torch.Tensor] = {}
+
+
+def exp_constants(device: torch.device) -> torch.Tensor:
+    """The fp64 constants of SPEC.md §6, laid out as ``_common.C_*``, taken from the reference (one source)."""
+    cached = _CONSTS.get(device)
+    if cached is None:
+        table = np.zeros(_common.C_TL.value + 64, dtype=np.float64)
+        for slot, val in (
+            (_common.C_INV, INV),
+            (_common.C_SHIFT, SHIFT),
+            (_common.C_L1, L1),
+            (_common.C_L2, L2),
+            (_common.C_C2, C2),
+            (_common.C_C3, C3),
+            (_common.C_C4, C4),
+            (_common.C_C5, C5),
+            (_common.C_ONE, ONE),
+        ):
+            table[slot.value] = val
+        table[_common.C_TH.value : _common.C_TH.value + 64] = TH
+        table[_common.C_TL.value : _common.C_TL.value + 64] = TL
+        cached = torch.from_numpy(table).to(device)
+        _CONSTS[device] = cached
+    return cached
+
+
+def _options(pdl: bool) -> dict[str, Any]:
+    """Compile options of an exact-path launch (``config.EXACT``), with programmatic dependent launch or not."""
+    return {**EXACT, "launch_pdl": True} if pdl else dict(EXACT)
+
+
+# ------------------------------------------------------------------------------------------------------ selector
+
+
+def tiles(x: torch.Tensor, id_offset: int, tile: int, out: Candidates, tile_base: int, launch: LaunchConfig) -> None:
+    """Launch 1 on a shard ``x`` [B, V_shard] of global IDs ``id_offset ..``: per tile its first K keys and its
+    flags, into tiles ``tile_base ..`` of ``out``."""
+    b, v = x.shape
+    total = out.flags.shape[1]
+    cap = tile_cap(tile)
+    scratch = torch.empty((b, total, cap), dtype=torch.int64, device=x.device)
+    pdl = use_pdl(x.device, launch)
+    _select._tile_candidates_kernel[(b, triton.cdiv(v, tile))](
+        # inputs
+        x.view(RAW[x.dtype]),
+        x.stride(0),
+        v,
+        id_offset,
+        # outputs: this shard's tiles of the candidates
+        out.keys,
+        out.flags,
+        tile_base,
+        total,
+        scratch,
+        # compile-time
+        KIND=KIND[x.dtype],
+        TILE=tile,
+        K=K,
+        CAP=cap,
+        PDL=pdl,
+        num_warps=launch.warps[0],
+        **_options(pdl),
+    )
+
+
+def finalize(
+    cands: Candidates, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal, *, trusted: bool = True
+) -> Proposal:
+    """Launch 2: merge every tile's candidates per row and apply SPEC.md §3-§8, into ``out``. ``trusted``: launch 1
+    wrote the candidates in this call (or an exchange of its outputs did); else a caller made them, and the scratch
+    starts zeroed (``finalize`` of ``select``, which runs ``check_candidates`` after it)."""
+    b, n_tiles = cands.flags.shape
+    dev = cands.keys.device
+    # One spare row: launch 2 relies on every tile's keys being in descending order with 0-padding last, as
+    # tile_candidates writes them (its survivors are then a prefix of each row). On candidates that break this the
+    # spare row keeps even the compaction stores (at most K - 1 slots past a row's CAP) inside this buffer, and a
+    # zeroed scratch keeps the reads defined (the check after launch 2 then fails the row).
+    scratch = (torch.empty if trusted else torch.zeros)((b + 1, FINALIZE_CAP), dtype=torch.int64, device=dev)
+    pdl = use_pdl(dev, launch)
+    _select._finalize_kernel[(b,)](
+        # inputs
+        cands.keys,
+        cands.flags,
+        n_tiles,
+        keys.temperature,
+        keys.seed,
+        keys.round,
+        keys.position,
+        tau,
+        exp_constants(dev),
+        DOMAIN_PROPOSAL,  # < 2^63: Triton passes it as an int64 with the same bits
+        # outputs
+        out.status,
+        out.token,
+        out.ids,
+        out.tickets,
+        scratch,
+        # compile-time
+        NC=triton.next_power_of_2(n_tiles * K),
+        NT=triton.next_power_of_2(n_tiles),
+        K=K,
+        CAP=FINALIZE_CAP,
+        PDL=pdl,
+        num_warps=launch.warps[1],
+        **_options(pdl),
+    )
+    return out
+
+
+def check_candidates(cands: Candidates, vocab_size: int, out: Proposal) -> None:
+    """After launch 2 on candidates a caller made: fail each row whose candidates break launch 1's contract (a tile
+    not strictly descending, an ID >= V, tiles out of ID order or overlapping, unknown flag bits) with status
+    ``buffers.BAD_CANDIDATES`` and the failed-row outputs."""
+    b, n_tiles = cands.flags.shape
+    _select._check_candidates_kernel[(b,)](
+        cands.keys, cands.flags, n_tiles, vocab_size, out.status, out.token, out.ids, out.tickets,
+        CT=_CHECK_TILES, K=K, BAD=BAD_CANDIDATES, num_warps=4, **EXACT,
+    )
+
+
+def propose(
+    xs: Sequence[torch.Tensor], tile: int, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal
+) -> Proposal:
+    """Both launches over contiguous shards of one batch (in ID order) whose tiles fit launch 2, into ``out``."""
+    n = [triton.cdiv(s.shape[1], tile) for s in xs]
+    cands = new_candidates(xs[0].shape[0], sum(n), xs[0].device)
+    offset = base = 0
+    for s, nt in zip(xs, n, strict=True):
+        tiles(s, offset, tile, cands, base, launch)
+        offset += s.shape[1]
+        base += nt
+    return finalize(cands, keys, tau, launch, out)
+
+
+# ------------------------------------------------------------------------------------------------------ verifier
+
+
+def verify(
+    x: torch.Tensor,
+    tile: int,
+    draft_tokens: torch.Tensor,
+    draft_status: torch.Tensor,
+    draft_ids: torch.Tensor,
+    draft_tickets: torch.Tensor,
+    keys: RowKeys,
+    r_bound: int,
+    out: Verdict,
+) -> Verdict:
+    """The verifier's seven launches (``_accept.py``) on target logits ``x`` [B, D+1, V] and the drafts [B, D] /
+    [B, D, K], into ``out``. ``r_bound``: an upper bound on every remainder R (``accept.remainder_bound``). The last
+    program of a row in launches 1, 2, 4 and 6 reduces the row's partials once, counted in with the row counters
+    of ``_workspace``, into per-row buffers the later launches read."""
+    b, d1, v = x.shape
+    d = d1 - 1
+    dev = x.device
+    n_tiles = triton.cdiv(v, tile)
+    ntp = max(2, triton.next_power_of_2(n_tiles))
+    n_prog = triton.cdiv(n_tiles, COUNT_CHUNK)
+    rows = b * d1
+    counters = _workspace.counters(dev, rows)  # launches 1, 2, 4 and 6 leave them all 0 again
+    tile_okey, tile_id, tile_mag = (torch.empty((rows, n_tiles), dtype=torch.int32, device=dev) for _ in range(3))
+    cls = torch.empty(rows, dtype=torch.int32, device=dev)
+    argmax = torch.empty(rows, dtype=torch.int32, device=dev)
+    maxima = torch.empty(rows, dtype=torch.float32, device=dev)
+    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)
+    total = torch.empty(rows, dtype=torch.float64, device=dev)
+    counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
+    remainder = torch.empty(rows, dtype=torch.int64, device=dev)
+    # Zeroed: launch 3 writes it, and its own read of the marked flag (taken only in launch 5) is still issued.
+    state = torch.zeros((b, 4), dtype=torch.int32, device=dev)
+    plain = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
+    corr = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
+    draw = torch.empty((b, 3), dtype=torch.int64, device=dev)
+    status, accepted, tokens = out.status, out.accepted, out.tokens
+    tok, dst, ids, tix = draft_tokens, draft_status, draft_ids, draft_tickets
+    consts = exp_constants(dev)
+    raw = x.view(RAW[x.dtype])
+    logits = (raw, x.stride(0), x.stride(1), v)
+    row = (*logits, n_tiles)  # the target logits and their tiles
+    weigh = (cls, maxima, keys.temperature, consts)  # what launches 2 and 4 read to weigh a row
+    kind = KIND[x.dtype]
+    dp = max(2, triton.next_power_of_2(d1))
+    ntp_log = ntp.bit_length() - 1
+    grid = (rows * n_tiles,)
+    _accept._verify_tiles_kernel[grid](
+        *row, counters, tile_okey, tile_id, tile_mag, cls, argmax, maxima,
+        D=d, KIND=kind, TILE=tile, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
+    )
+    _accept._verify_sums_kernel[grid](
+        *row, counters, *weigh, sums, total,
+        D=d, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, NTP=ntp, NTP_LOG=ntp_log,
+        num_warps=VERIFY_WARPS, **EXACT,
+    )
+    chain = (
+        *logits, cls, argmax, maxima, total, remainder, keys.temperature, tok, dst, ids, tix, keys.seed, keys.round,
+        keys.position, consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
+    )
+    sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
+    _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, **sizes, **EXACT)
+    _accept._verify_counts_kernel[(rows * n_prog,)](
+        *row, counters, *weigh, total, state, counts, remainder, n_prog,
+        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
+    )
+    _accept._verify_rows_kernel[(b,)](*chain, 1, r_bound, **sizes, **EXACT)
+    _accept._verify_residual_kernel[(b * n_tiles,)](
+        *row, counters, argmax, maxima, total, keys.temperature, ids, tix, keys.seed, keys.round, keys.position,
+        consts, DOMAIN_RESIDUAL, state, plain, corr, draw, D=d, K=K, KIND=kind, TILE=tile, NTP=ntp,
+        num_warps=VERIFY_WARPS, **EXACT,
+    )
+    _accept._verify_draw_kernel[(b,)](
+        *logits, argmax, maxima, total, keys.temperature, ids, tix, consts, state, draw, tokens,
+        D=d, K=K, KIND=kind, TILE=tile, **EXACT,
+    )
+    return out
+
+
+# ------------------------------------------------------------------------------------------ one-function entries
+
+
+def expf(z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """SPEC.md §6 ``expf`` of a contiguous 1-D fp32 ``z`` (z <= 0) into ``out``, the kernels' own device code."""
+    block = 1024
+    _common._expf_kernel[(triton.cdiv(z.numel(), block),)](
+        z, out, exp_constants(z.device), z.numel(), BLOCK=block, **EXACT
+    )
+    return out
+
+
+def philox(ctr: torch.Tensor, key: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Philox4x64-10 of contiguous [n, 4] counters and [n, 2] keys (int64 tensors of uint64 bits, n >= 1) into
+    ``out`` [n, 4]: the kernels' own device code."""
+    _common._philox_kernel[(ctr.shape[0],)](ctr, key, out, **EXACT)
+    return out
+
+
+def uniform_below(
+    seed: torch.Tensor, round: torch.Tensor, position: torch.Tensor, domain: int, s: torch.Tensor, out: torch.Tensor
+) -> torch.Tensor:
+    """§11.5 of [n] int64 tensors of uint64 bits (1 <= s <= 2^40) into ``out`` [n]: the kernels' ``_uniform_below``.
+    ``domain``: a uint64 (passed to the kernel as the int64 of the same bits)."""
+    dom = domain - (1 << 64) if domain >= 1 << 63 else domain
+    _accept._uniform_below_kernel[(seed.numel(),)](seed, round, position, s, out, dom, **EXACT)
+    return out
+
+
+def gather_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, fill_bits: int) -> torch.Tensor:
+    """Rows ``index`` of ``source`` [R, ...] (a dtype of ``buffers.GATHER_BITS``) where ``valid``, every element the
+    value with bits ``fill_bits`` elsewhere: a fresh [len(index), ...] tensor of ``source``'s dtype in one launch
+    that reads only the valid rows. ``index``: [n] int64, each valid entry in 0 .. R-1 (nothing is read for an invalid
+    one); ``valid``: [n] bool; ``fill_bits``: a signed integer of the element's width. A non-contiguous ``source``
+    is copied first."""
+    bits = GATHER_BITS[source.dtype]
+    n, rest = index.shape[0], source.shape[1:]
+    out = torch.empty((n, *rest), dtype=source.dtype, device=source.device)
+    row_len = 1
+    for size in rest:
+        row_len *= size
+    if n == 0 or row_len == 0:
+        return out
+    block = min(_GATHER_BLOCK, triton.next_power_of_2(row_len))
+    grid = (n, min(triton.cdiv(row_len, block), _MAX_PROGRAMS_PER_ROW))
+    _rows._gather_rows_kernel[grid](
+        source.contiguous().view(bits), out.view(bits), index, valid.view(torch.int8), fill_bits, row_len,
+        BLOCK=block, num_warps=4 if block >= 1024 else 1, **EXACT,
+    )
+    return out
