@@ -20,7 +20,7 @@ from scipy import stats as sps
 from pp3.audit.chisq import MIN_EXPECTED, ChiSquare, holm, merge_groups
 from pp3.audit.chisq import pearson as _pearson
 
-# The Pearson machinery is the library's (pp3/_chisq.py, scipy-free); here only the p-value comes from SciPy.
+# The Pearson machinery is the library's (pp3/audit/chisq.py, scipy-free); here only the p-value comes from SciPy.
 __all__ = ["MIN_EXPECTED", "ChiSquare", "holm", "independence", "merge_groups", "pearson", "power_at", "power_n50"]
 
 

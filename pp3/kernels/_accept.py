@@ -11,10 +11,12 @@ import triton.language as tl
 from triton.language.random import philox_impl
 
 from pp3.kernels._common import (
+    EMPTY_ID,
     KIND_BF16,
     KIND_F32,
     OKEY_NEG_INF,
     OKEY_POS_INF,
+    TICKETS,
     _expf,
     _tree,
     _value_key,
@@ -23,7 +25,13 @@ from pp3.kernels._common import (
 
 P_TICKETS_F = tl.constexpr(1099511627776.0)  # 2^40 as fp64: w * 2^40 is exact
 P_TICKETS_I = tl.constexpr(1099511627776)  # 2^40
-Q_TICKETS_I = tl.constexpr(16777216)  # 2^24
+
+# The per-request state that launch 3 (or 5) writes and launches 4-7 read: STATE int32 words per request row.
+STATE = tl.constexpr(4)
+ST_DRAWS = tl.constexpr(0)  # 1: a sampled OK request whose token at index a launches 6 and 7 draw
+ST_A = tl.constexpr(1)  # a, the accepted drafts (§11.6)
+ST_MARKED = tl.constexpr(2)  # 1: launch 3 left a test open; launches 4 and 5 decide it with R
+ST_REJECTED = tl.constexpr(3)  # 1: draft a was rejected (Q* = Q_a); 0: the bonus (Q* = 0)
 
 
 @triton.jit
@@ -262,7 +270,7 @@ def _verify_counts_kernel(
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of §6
     s_ptr: tl.tensor,  # [R] fp64: launch 2's S
-    state_ptr: tl.tensor,  # [B, 4] int32: launch 3's (draws, a, marked, rejected)
+    state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's state (ST_*)
     counts_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's sum of P5 floor counts (marked requests)
     rem_ptr: tl.tensor,  # [R] int64 out: each counted row's remainder R
     n_prog: tl.tensor,  # programs per target row: cdiv(n_tiles, CHUNK)
@@ -278,7 +286,7 @@ def _verify_counts_kernel(
     r = pid // n_prog
     p = pid % n_prog
     b = r // (D + 1)
-    if tl.load(state_ptr + 4 * b + 2) != 0:
+    if tl.load(state_ptr + STATE * b + ST_MARKED) != 0:
         temp = tl.load(temp_ptr + b)
         if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
             row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
@@ -317,7 +325,7 @@ def _verify_rows_kernel(
     status_ptr: tl.tensor,  # [B] int8 out
     acc_ptr: tl.tensor,  # [B] int32 out: accepted drafts, -1 for failed rows
     out_ptr: tl.tensor,  # [B, D+1] int32 out: tokens (a sampled row's token at index a: launch 7 writes it)
-    state_ptr: tl.tensor,  # [B, 4] int32 out: (draws, a, marked, rejected) for launches 4-7
+    state_ptr: tl.tensor,  # [B, STATE] int32 out: the state (ST_*) for launches 4-7
     have_r: tl.tensor,  # 0: launch 3, every request, without R; 1: launch 5, the marked requests, with R
     r_bound: tl.tensor,  # an upper bound on every R (V, §11.4 "Range"; tests raise it to open more tests)
     D: tl.constexpr,  # proposal depth
@@ -327,7 +335,7 @@ def _verify_rows_kernel(
 ) -> None:
     # Launches 3 and 5: one program per request row.
     b = tl.program_id(0).to(tl.int64)
-    if (have_r == 0) | (tl.load(state_ptr + 4 * b + 2) != 0):
+    if (have_r == 0) | (tl.load(state_ptr + STATE * b + ST_MARKED) != 0):
         jd = tl.arange(0, DP)
         slot = tl.arange(0, K)
         x_row = x_ptr + b * stride_b
@@ -352,13 +360,13 @@ def _verify_rows_kernel(
             tix = tl.load(tix_ptr + base + slot)
             nxt = tl.load(ids_ptr + base + slot + 1, mask=slot + 1 < K, other=0)
             tok = tl.load(tok_ptr + b * D + j)
-            empty = (ids == -1) & (tix == 0)
+            empty = (ids == EMPTY_ID) & (tix == 0)
             full = (ids >= 0) & (ids < v) & (tix >= 0)
             nfull = tl.sum(full.to(tl.int32))
             ok_slots = tl.min((empty | full).to(tl.int32)) != 0
             full_first = tl.min((full == (slot < nfull)).to(tl.int32)) != 0
             ascending = tl.min(((slot + 1 >= nfull) | (ids < nxt)).to(tl.int32)) != 0
-            total = tl.sum(tix.to(tl.int64)) == Q_TICKETS_I
+            total = tl.sum(tix.to(tl.int64)) == TICKETS
             own = full & (ids == tok)
             qx = tl.sum(tl.where(own, tix, 0).to(tl.int64))
             drawable = tl.max((own & (tix >= 1)).to(tl.int32)) != 0
@@ -403,16 +411,16 @@ def _verify_rows_kernel(
         # 6. §11.7 and §11.8: T0 rows emit the argmax at index a; a sampled row's draw is launches 6 and 7.
         token = tl.where(sampled, 0, tl.sum(tl.where(jd == a, gvec, 0)))
         kk = tl.arange(0, DP)
-        drafts = tl.load(tok_ptr + b * D + kk, mask=kk < D, other=-1)
-        out = tl.where(kk < a, drafts, tl.where(kk == a, token, -1))
-        out = tl.where(ok, out, -1)
+        drafts = tl.load(tok_ptr + b * D + kk, mask=kk < D, other=EMPTY_ID)
+        out = tl.where(kk < a, drafts, tl.where(kk == a, token, EMPTY_ID))
+        out = tl.where(ok, out, EMPTY_ID)
         tl.store(status_ptr + b, status.to(tl.int8))
-        tl.store(acc_ptr + b, tl.where(ok, a, -1))
+        tl.store(acc_ptr + b, tl.where(ok, a, EMPTY_ID))
         tl.store(out_ptr + b * (D + 1) + kk, out, mask=kk < D + 1)
-        tl.store(state_ptr + 4 * b, (sampled & (marked == 0)).to(tl.int32))
-        tl.store(state_ptr + 4 * b + 1, a)
-        tl.store(state_ptr + 4 * b + 2, marked)
-        tl.store(state_ptr + 4 * b + 3, (a < n).to(tl.int32))
+        tl.store(state_ptr + STATE * b + ST_DRAWS, (sampled & (marked == 0)).to(tl.int32))
+        tl.store(state_ptr + STATE * b + ST_A, a)
+        tl.store(state_ptr + STATE * b + ST_MARKED, marked)
+        tl.store(state_ptr + STATE * b + ST_REJECTED, (a < n).to(tl.int32))
 
 
 @triton.jit
@@ -442,7 +450,7 @@ def _verify_residual_kernel(
     pos_ptr: tl.tensor,  # [B] uint64 absolute position of draft 0 (int64 bits)
     c_ptr: tl.tensor,  # fp64 constants of §6
     dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
-    state_ptr: tl.tensor,  # [B, 4] int32: launch 3's or 5's (draws, a, marked, rejected)
+    state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's or 5's state (ST_*)
     plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c (drawing rows)
     corr_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of min(c, Q* 2^16) at Q*'s slots but g
     draw_ptr: tl.tensor,  # [B, 3] int64 out: the tile t* of the draw, U less the residual before t*, and R
@@ -456,9 +464,9 @@ def _verify_residual_kernel(
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
-    if tl.load(state_ptr + 4 * b) != 0:
-        a = tl.load(state_ptr + 4 * b + 1)
-        rejected = tl.load(state_ptr + 4 * b + 3) != 0
+    if tl.load(state_ptr + STATE * b + ST_DRAWS) != 0:
+        a = tl.load(state_ptr + STATE * b + ST_A)
+        rejected = tl.load(state_ptr + STATE * b + ST_REJECTED) != 0
         r = b * (D + 1) + a
         row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
         m = tl.load(m_ptr + r)
@@ -509,7 +517,7 @@ def _verify_draw_kernel(
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
     c_ptr: tl.tensor,  # fp64 constants of §6
-    state_ptr: tl.tensor,  # [B, 4] int32: (draws, a, marked, rejected)
+    state_ptr: tl.tensor,  # [B, STATE] int32: the state (ST_*)
     draw_ptr: tl.tensor,  # [B, 3] int64: launch 6's t*, U less the residual before t*, and R
     out_ptr: tl.tensor,  # [B, D+1] int32 out: the token at index a
     D: tl.constexpr,
@@ -519,8 +527,8 @@ def _verify_draw_kernel(
 ) -> None:
     # Launch 7: one program per request row. The token is t* TILE + the number of y of tile t* with C(y) <= U.
     b = tl.program_id(0).to(tl.int64)
-    if tl.load(state_ptr + 4 * b) != 0:
-        a = tl.load(state_ptr + 4 * b + 1)
+    if tl.load(state_ptr + STATE * b + ST_DRAWS) != 0:
+        a = tl.load(state_ptr + STATE * b + ST_A)
         r = b * (D + 1) + a
         row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
         tstar = tl.load(draw_ptr + 3 * b)
@@ -529,7 +537,7 @@ def _verify_draw_kernel(
         c = _floor_count(_weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), tl.load(temp_ptr + b),
                                   c_ptr), tl.load(s_ptr + r))
         c += tl.where(offs == tl.load(g_ptr + r), tl.load(draw_ptr + 3 * b + 2), 0)  # P = c + R at g (§11.4 P6)
-        if tl.load(state_ptr + 4 * b + 3) != 0:  # rejected: Q* = draft a's q, at the slots inside tile t*
+        if tl.load(state_ptr + STATE * b + ST_REJECTED) != 0:  # rejected: Q* = draft a's q, at the slots inside tile t*
             sbase = (b * D + a) * K
             ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
             lo = tl.sum(((ids >= 0) & (ids < tstar * TILE)).to(tl.int32))  # ascending: slots lo .. hi-1 are here

@@ -32,6 +32,11 @@ KIND_F32 = tl.constexpr(0)
 KIND_F16 = tl.constexpr(1)
 KIND_BF16 = tl.constexpr(2)
 
+# §5 and §7: the tickets of a row (2^24, also as an fp64 factor: w * 2^24 is exact) and the ID of an empty slot.
+TICKETS = tl.constexpr(16777216)
+TICKETS_F = tl.constexpr(16777216.0)
+EMPTY_ID = tl.constexpr(-1)
+
 # §3 flag bits of an entry (and, OR-reduced, of a tile or a row).
 FLAG_NAN = tl.constexpr(1)
 FLAG_POS_INF = tl.constexpr(2)
@@ -85,6 +90,12 @@ def _value_key(bits: tl.tensor) -> tl.tensor:
 
 
 @triton.jit
+def _value_bits(okey: tl.tensor) -> tl.tensor:
+    """The fp32 bits (uint32) of a §4.1 okey: the inverse of ``_value_key`` (-0.0 comes back as +0.0)."""
+    return tl.where((okey & 0x80000000) != 0, okey & 0x7FFFFFFF, okey ^ 0xFFFFFFFF)
+
+
+@triton.jit
 def _order_key(bits: tl.tensor, gid: tl.tensor) -> tl.tensor:
     """§4.1 ``key(x, i)`` = okey(x) << 32 | (2^32 - 1 - i) as uint64, from fp32 bits and global IDs (-0.0 is +0.0):
     a larger key ranks first. Every real key is >= 2^31, so 0 can pad below them all."""
@@ -92,9 +103,15 @@ def _order_key(bits: tl.tensor, gid: tl.tensor) -> tl.tensor:
 
 
 @triton.jit
+def _key_index(key: tl.tensor) -> tl.tensor:
+    """The ID field of a §4.1 key, 2^32 - 1 - (its low 32 bits), as uint64 (any value 0 .. 2^32 - 1)."""
+    return 0xFFFFFFFF - (key & 0xFFFFFFFF)
+
+
+@triton.jit
 def _key_id(key: tl.tensor) -> tl.tensor:
-    """The token ID of a §4.1 key (int32)."""
-    return (0xFFFFFFFF - (key & 0xFFFFFFFF)).to(tl.int32)
+    """The token ID of a §4.1 key (int32; a key launch 1 wrote has an ID < 2^31)."""
+    return _key_index(key).to(tl.int32)
 
 
 @triton.jit

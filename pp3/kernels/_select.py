@@ -13,7 +13,21 @@ import triton.language as tl
 from triton.language.random import philox_impl
 
 from pp3.kernels import config
-from pp3.kernels._common import _bit_or, _expf, _flag_bits, _key_id, _order_key, _pdl_prologue, _tree, _widen_bits
+from pp3.kernels._common import (
+    EMPTY_ID,
+    TICKETS,
+    TICKETS_F,
+    _bit_or,
+    _expf,
+    _flag_bits,
+    _key_id,
+    _key_index,
+    _order_key,
+    _pdl_prologue,
+    _tree,
+    _value_bits,
+    _widen_bits,
+)
 
 # Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (_finalize_kernel).
 SECOND_CANDIDATE_TILES = tl.constexpr(config.SECOND_CANDIDATE_TILES)
@@ -298,9 +312,9 @@ def _finalize_kernel(
     g = _key_id(top_key)
     okey = (top >> 32).to(tl.uint32)
     member = okey >= 0x00800000  # finite: okey(-FLT_MAX) = 0x00800000; -inf and padding are below
-    xbits = tl.where((okey & 0x80000000) != 0, okey & 0x7FFFFFFF, okey ^ 0xFFFFFFFF)
+    xbits = _value_bits(okey)
     m_okey = (top_key >> 32).to(tl.uint32)
-    m = tl.where((m_okey & 0x80000000) != 0, m_okey & 0x7FFFFFFF, m_okey ^ 0xFFFFFFFF).to(tl.float32, bitcast=True)
+    m = _value_bits(m_okey).to(tl.float32, bitcast=True)
     x = tl.where(member, xbits.to(tl.float32, bitcast=True), m)
     ids = _key_id(top)
 
@@ -326,8 +340,8 @@ def _finalize_kernel(
     total = _tree(w, K, 5)  # §5.4: the pairwise tree over the 32 slots
 
     # 5. §5.5-5.6: floor counts (w * 2^24 exact; fp64 IEEE division; trunc = floor for q >= 0), remainder to rank 0.
-    c = ((w * 16777216.0) / total).to(tl.int32)
-    rem = 16777216 - tl.sum(c)
+    c = ((w * TICKETS_F) / total).to(tl.int32)
+    rem = TICKETS - tl.sum(c)
     s_tickets = c + tl.where(s_ids == g, rem, 0)
 
     # 6. §8: Philox4x64-10, counter (round, position, 0, 0), key (seed, domain); only sampled rows draw.
@@ -344,9 +358,9 @@ def _finalize_kernel(
     drawn = tl.sum(tl.where(slot == pick, s_ids, 0))
 
     # 7. §7 outputs by row class.
-    token = tl.where(sampled, drawn, tl.where(greedy, g, -1))
-    out_ids = tl.where(sampled, s_ids, tl.where(greedy & (slot == 0), g, -1))
-    out_tix = tl.where(sampled, s_tickets, tl.where(greedy & (slot == 0), 16777216, 0))
+    token = tl.where(sampled, drawn, tl.where(greedy, g, EMPTY_ID))
+    out_ids = tl.where(sampled, s_ids, tl.where(greedy & (slot == 0), g, EMPTY_ID))
+    out_tix = tl.where(sampled, s_tickets, tl.where(greedy & (slot == 0), TICKETS, 0))
     tl.store(status_ptr + b, status.to(tl.int8))
     tl.store(token_ptr + b, token)
     tl.store(ids_ptr + b * K + slot, out_ids)
@@ -384,7 +398,7 @@ def _check_candidates_kernel(
         nxt = tl.load(at + 1, mask=in_row[:, None] & (slot[None, :] < K - 1), other=0).to(tl.uint64, bitcast=True)
         bad |= tl.sum(((nxt != 0) & (nxt >= key)).to(tl.int32))  # (1)
         real = key != 0
-        ids = (0xFFFFFFFF - (key & 0xFFFFFFFF)).to(tl.int64)
+        ids = _key_index(key).to(tl.int64)
         bad |= tl.sum((real & (ids >= vocab_size)).to(tl.int32))  # (2)
         lo = tl.min(tl.where(real, ids, 1 << 33), axis=1)  # an empty tile: lo above and hi below every ID
         hi = tl.max(tl.where(real, ids, -1), axis=1)
@@ -395,6 +409,6 @@ def _check_candidates_kernel(
         bad |= tl.sum(((fl & ~7) != 0).to(tl.int32))  # (4)
     if bad != 0:
         tl.store(status_ptr + b, tl.full((), BAD, tl.int8))
-        tl.store(token_ptr + b, tl.full((), -1, tl.int32))
-        tl.store(ids_ptr + b * K + slot, tl.full([K], -1, tl.int32))
+        tl.store(token_ptr + b, tl.full((), EMPTY_ID, tl.int32))
+        tl.store(ids_ptr + b * K + slot, tl.full([K], EMPTY_ID, tl.int32))
         tl.store(tickets_ptr + b * K + slot, tl.zeros([K], tl.int32))

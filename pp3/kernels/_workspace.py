@@ -1,5 +1,5 @@
-"""Row counters for kernels whose last program of a row finishes the row (the selector's one launch per position,
-the verifier's row reductions). Imports torch but not triton.
+"""Row counters for kernels whose last program of a row finishes the row (the verifier's row reductions). Imports
+torch but not triton.
 
 Protocol: every program of row r adds 1 to ``counter[r]`` with an ``acq_rel`` atomic at GPU scope after a barrier (so
 the whole program's stores are released), and the program that sees the old value n - 1 (the last of the row's n

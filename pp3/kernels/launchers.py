@@ -214,7 +214,7 @@ def verify(
     counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
     remainder = torch.empty(rows, dtype=torch.int64, device=dev)
     # Zeroed: launch 3 writes it, and its own read of the marked flag (taken only in launch 5) is still issued.
-    state = torch.zeros((b, 4), dtype=torch.int32, device=dev)
+    state = torch.zeros((b, _accept.STATE.value), dtype=torch.int32, device=dev)
     plain = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     corr = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     draw = torch.empty((b, 3), dtype=torch.int64, device=dev)
