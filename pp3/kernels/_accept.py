@@ -18,6 +18,7 @@ from pp3.kernels._common import (
     OKEY_POS_INF,
     TICKETS,
     _expf,
+    _masked_by,
     _tree,
     _value_key,
     _widen_bits,
@@ -58,8 +59,9 @@ def _load_one(row_ptr: tl.tensor, idx: tl.tensor, KIND: tl.constexpr) -> tl.tens
 @triton.jit
 def _floor_count(w: tl.tensor, s: tl.tensor) -> tl.tensor:
     """§11.4 P5: floor(fl64(fl64(w * 2^40) / S)) as int64 (the quotient is >= 0, so truncation is the floor)."""
-    c: tl.tensor = ((w * P_TICKETS_F) / s).to(tl.int64)
-    return c
+    # No annotated local here: Triton 3.9's interpreter casts to a local's annotation (tl.tensor is no dtype), and the
+    # constexpr factor makes the expression Any to mypy.
+    return ((w * P_TICKETS_F) / s).to(tl.int64)  # type: ignore[no-any-return]
 
 
 @triton.jit
@@ -169,8 +171,7 @@ def _row_remainder(counts_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP:
     """§11.4 P6: R = 2^40 - the sum of target row r's floor counts (int64, exact)."""
     ti = tl.arange(0, NTP)
     counts = tl.load(counts_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
-    rem: tl.tensor = P_TICKETS_I - tl.sum(counts)
-    return rem
+    return -tl.sum(counts) + P_TICKETS_I  # type: ignore[no-any-return]  # -x + C: _common.TICKETS
 
 
 @triton.jit
@@ -480,14 +481,14 @@ def _verify_residual_kernel(
         sbase = (b * D + tl.minimum(a, D - 1)) * K
         ids = tl.load(ids_ptr + sbase + tl.arange(0, K))  # ascending IDs, then empty slots (-1): the draft is valid
         q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
-        here = rejected & (ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g)
+        here = _masked_by((ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g), rejected)
         tl.store(corr_ptr + pid, tl.sum(tl.minimum(_slot_counts(row, ids, here, m, temp, s, c_ptr, KIND), q)))
         if _last_of_row(cnt_ptr, b, n_tiles):
             ti = tl.arange(0, NTP)
             live = ti < n_tiles
             plain = tl.load(plain_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
             corr = tl.load(corr_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
-            rem = P_TICKETS_I - tl.sum(plain)  # §11.4 P6 (int64, exact)
+            rem = -tl.sum(plain) + P_TICKETS_I  # §11.4 P6 (int64, exact); -x + C: _common.TICKETS
             pg = _floor_count(_weights(_load_one(row, g, KIND), m, temp, c_ptr), s) + rem  # P(g)
             qg = tl.sum(tl.where(rejected & (ids == g), q, 0))  # Q*(g) 2^16
             # r(g) = P(g) - min(P(g), Q*(g) 2^16), of which the plain tile sum holds c(g)

@@ -33,6 +33,8 @@ KIND_F16 = tl.constexpr(1)
 KIND_BF16 = tl.constexpr(2)
 
 # §5 and §7: the tickets of a row (2^24, also as an fp64 factor: w * 2^24 is exact) and the ID of an empty slot.
+# A constant minus a tensor is written -x + C: Triton 3.9's interpreter gives C - x (a constexpr on the left) a result
+# wrapped in a constexpr, which its tl.store refuses; the compiled code is the same.
 TICKETS = tl.constexpr(16777216)
 TICKETS_F = tl.constexpr(16777216.0)
 EMPTY_ID = tl.constexpr(-1)
@@ -74,6 +76,13 @@ def _flag_bits(bits: tl.tensor) -> tl.tensor:
     mag = bits & 0x7FFFFFFF
     code = (mag > 0x7F800000).to(tl.int32) | ((bits == 0x7F800000).to(tl.int32) << 1)
     return code | ((mag < 0x7F800000).to(tl.int32) << 2)
+
+
+@triton.jit
+def _masked_by(mask: tl.tensor, flag: tl.tensor) -> tl.tensor:
+    """``mask & flag`` for a block ``mask`` and a scalar ``flag`` (both bool), through int8: Triton 3.9's interpreter
+    gives a block & a scalar an int32 mask, which its masked loads refuse. The compiled code is that of ``&``."""
+    return (mask.to(tl.int8) & flag.to(tl.int8)) != 0
 
 
 @triton.jit

@@ -13,6 +13,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from pp3.kernels._common import _masked_by
+
 
 @triton.jit(do_not_specialize=["fill"])
 def _gather_rows_kernel(
@@ -33,6 +35,6 @@ def _gather_rows_kernel(
     for start in range(tl.program_id(1).to(tl.int64) * BLOCK, row_len, tl.num_programs(1).to(tl.int64) * BLOCK):
         col = start + lane
         inside = col < row_len
-        v = tl.load(src_ptr + i * row_len + col, mask=inside & ok, other=0)
+        v = tl.load(src_ptr + i * row_len + col, mask=_masked_by(inside, ok), other=0)
         v = tl.where(ok, v, fill.to(v.dtype))
         tl.store(dst_ptr + t * row_len + col, v, mask=inside)

@@ -341,7 +341,7 @@ def _finalize_kernel(
 
     # 5. §5.5-5.6: floor counts (w * 2^24 exact; fp64 IEEE division; trunc = floor for q >= 0), remainder to rank 0.
     c = ((w * TICKETS_F) / total).to(tl.int32)
-    rem = TICKETS - tl.sum(c)
+    rem = -tl.sum(c) + TICKETS  # -x + C, not C - x: _common.TICKETS
     s_tickets = c + tl.where(s_ids == g, rem, 0)
 
     # 6. §8: Philox4x64-10, counter (round, position, 0, 0), key (seed, domain); only sampled rows draw.
