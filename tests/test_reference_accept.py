@@ -19,6 +19,7 @@ from pp3.reference import (
     TICKETS,
     AcceptStatus,
     K,
+    Status,
     proposal_uniform,
     target_tickets,
     verify,
@@ -49,6 +50,9 @@ def test_constants() -> None:
     assert DOMAIN_ACCEPT.to_bytes(8, "big") == b"pp3_acpt"
     assert DOMAIN_RESIDUAL.to_bytes(8, "big") == b"pp3_resd"
     assert int(AcceptStatus.BAD_DRAFT) == 5
+    # §11.3: SPEC.md §3's statuses with the same names and values, then BAD_DRAFT
+    assert [(m.name, m.value) for m in AcceptStatus] == [(m.name, m.value) for m in Status] + [("BAD_DRAFT", 5)]
+    assert all(int(AcceptStatus[m.name]) == int(m) for m in Status)  # AcceptStatus.X == Status.X as integers
 
 
 # ---------------------------------------------------------------------------------------------------- §11.4
