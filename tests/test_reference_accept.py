@@ -124,6 +124,20 @@ def test_overflowing_difference_gets_weight_zero_at_every_temperature() -> None:
         assert tix[0].sum() == P_TICKETS
 
 
+def test_infinite_temperature_is_uniform_only_over_finite_differences() -> None:
+    """§11.4 P3, SPEC's example: V = 2, logits [FLT_MAX, -FLT_MAX], T = +inf: d_1 = -inf, so P = [2^40, 0] and a
+    draft of token 1 is never accepted, whatever the draw; [0, -FLT_MAX] has a finite difference: P uniform."""
+    fmax = np.finfo(np.float32).max
+    x = np.array([[fmax, -fmax], [0.0, -fmax]], dtype=np.float32)
+    _, tix = target_tickets(x, np.full(2, np.inf, dtype=np.float32))
+    assert tix.tolist() == [[P_TICKETS, 0], [P_TICKETS // 2, P_TICKETS // 2]]
+    b = 64
+    logits = np.repeat(x[:, None, :], 2, axis=1)[np.arange(b) % 2]
+    res = verify(logits, np.inf, **two_slot_draft(b, 1, 1, 1 << 23, 0), seed=np.arange(b, dtype=np.uint64), round=0,
+                 position=0)
+    assert (res.accepted[0::2] == 0).all() and (res.tokens[0::2, 0] == 0).all()  # rejected, corrected to 0
+    assert (res.accepted[1::2] == 1).all()  # P(1) = 2^39 >= s = 2^39: accepted
+
 def test_target_tickets_are_within_the_quantisation_bound_of_the_weights() -> None:
     rng = np.random.default_rng(11)
     v = 5000

@@ -425,6 +425,21 @@ def build_accept_cases() -> list[AcceptCase]:
     x = np.array([[[1.5], [-3.0]], [[0.0], [0.0]]], dtype=np.float32)
     add(accept_case("v1", "V = 1: the only token is accepted with P = 2^40, the bonus is token 0",
                     x, point_drafts(np.zeros((2, 1), np.int64)), temp=[1.0, 0.0]))
+    cases.extend(clarified_cases())
+    return cases
+
+
+def clarified_cases() -> list[AcceptCase]:
+    """Cases for what §11 states explicitly since the cases above were written (each reason names its clause);
+    appended, so that every earlier line of the file stays as it was."""
+    cases: list[AcceptCase] = []
+    add = cases.append
+    x = np.array([[[F32_MAX, -F32_MAX]] * 2] * 2 + [[[0.0, -F32_MAX]] * 2] * 2, dtype=np.float32)
+    add(accept_case("inf_temperature_overflowing_difference",
+                    "T = +inf, logits [FLT_MAX, -FLT_MAX]: d_1 = fl32(-FLT_MAX - FLT_MAX) = -inf, so e_1 = 0 and "
+                    "P(1) = 0: a draft of token 1 (Q(1) = 2^23) is always rejected and the correction is token 0 "
+                    "(§11.4 P3); rows 2-3, [0, -FLT_MAX], have a finite difference: P uniform, the draft accepted",
+                    x, two_slot_draft(4, 1, 1, 1 << 23, 0), temp=INF, seed=[1, 2, 3, 4]))
     return cases
 
 
