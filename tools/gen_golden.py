@@ -440,6 +440,21 @@ def clarified_cases() -> list[AcceptCase]:
                     "P(1) = 0: a draft of token 1 (Q(1) = 2^23) is always rejected and the correction is token 0 "
                     "(§11.4 P3); rows 2-3, [0, -FLT_MAX], have a finite difference: P uniform, the draft accepted",
                     x, two_slot_draft(4, 1, 1, 1 << 23, 0), temp=INF, seed=[1, 2, 3, 4]))
+    target, draft = sampled_draft(900, 5, 3, 40, 1.0, [11, 12, 13, 14, 15], 0, [0, 0, 0, 0, 0])
+    draft["draft_status"][0, 0] = 7  # n = 0: any non-zero status ends the draft, not only §3's 1 .. 4
+    draft["draft_status"][1, 1] = -1  # n = 1; drafts 1 and 2 are garbage of the right type, ignored
+    draft["draft_tokens"][1, 1:] = [(1 << 31) - 1, -(1 << 31)]
+    draft["draft_ids"][1, 1:] = (1 << 31) - 1
+    draft["draft_tickets"][1, 1] = (1 << 31) - 1
+    draft["draft_tickets"][1, 2] = -(1 << 31)
+    draft["draft_ids"][2, 0, K - 1] = (1 << 31) - 1  # an ID >= V: BAD_DRAFT
+    draft["draft_tokens"][3, 0] = -(1 << 31)  # a token in no slot: BAD_DRAFT
+    draft["draft_tickets"][4, 0, :2] += np.array([-(1 << 25), 1 << 25], dtype=np.int32)  # a negative ticket
+    add(accept_case("draft_values_are_row_data",
+                    "every int32 / int8 draft value is row data (§11.2): statuses 7 and -1 truncate, an ID "
+                    "2^31-1 >= V, a token -2^31 and a negative ticket make the draft invalid (BAD_DRAFT); garbage "
+                    "after n is ignored",
+                    target, draft, seed=[11, 12, 13, 14, 15]))
     return cases
 
 
