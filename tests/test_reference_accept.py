@@ -435,6 +435,16 @@ def test_invalid_drafts_fail_the_row(kind: str) -> None:
     assert t0.status[0] == AcceptStatus.BAD_DRAFT
 
 
+def test_a_bad_target_row_above_an_invalid_draft_decides() -> None:
+    """§11.3's example: n = 3, draft 0 invalid and a NaN in target row 2: NAN_LOGIT; with draft 1 failed (n = 1) row 2
+    is ignored: BAD_DRAFT."""
+    case = random_case(np.random.default_rng(22), 2, 3, 40, 1.0)
+    case["draft_tickets"][:, 0, 0] += 1
+    case["target_logits"][:, 2, 5] = np.nan
+    case["draft_status"][1, 1] = 2
+    assert verify(**case).status.tolist() == [AcceptStatus.NAN_LOGIT, AcceptStatus.BAD_DRAFT]
+
+
 def test_invalid_drafts_after_a_failed_draft_are_ignored() -> None:
     case = random_case(np.random.default_rng(21), 2, 3, 40, 1.0)
     case["draft_status"][:, 1] = 3
