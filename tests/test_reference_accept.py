@@ -19,6 +19,7 @@ from pp3.reference import (
     TICKETS,
     AcceptStatus,
     K,
+    Status,
     proposal_uniform,
     target_tickets,
     verify,
@@ -49,6 +50,9 @@ def test_constants() -> None:
     assert DOMAIN_ACCEPT.to_bytes(8, "big") == b"pp3_acpt"
     assert DOMAIN_RESIDUAL.to_bytes(8, "big") == b"pp3_resd"
     assert int(AcceptStatus.BAD_DRAFT) == 5
+    # §11.3: SPEC.md §3's statuses with the same names and values, then BAD_DRAFT
+    assert [(m.name, m.value) for m in AcceptStatus] == [(m.name, m.value) for m in Status] + [("BAD_DRAFT", 5)]
+    assert all(int(AcceptStatus[m.name]) == int(m) for m in Status)  # AcceptStatus.X == Status.X as integers
 
 
 # ---------------------------------------------------------------------------------------------------- §11.4
@@ -119,6 +123,20 @@ def test_overflowing_difference_gets_weight_zero_at_every_temperature() -> None:
         assert tix[0, 1] == 0
         assert tix[0].sum() == P_TICKETS
 
+
+def test_infinite_temperature_is_uniform_only_over_finite_differences() -> None:
+    """§11.4 P3, SPEC's example: V = 2, logits [FLT_MAX, -FLT_MAX], T = +inf: d_1 = -inf, so P = [2^40, 0] and a
+    draft of token 1 is never accepted, whatever the draw; [0, -FLT_MAX] has a finite difference: P uniform."""
+    fmax = np.finfo(np.float32).max
+    x = np.array([[fmax, -fmax], [0.0, -fmax]], dtype=np.float32)
+    _, tix = target_tickets(x, np.full(2, np.inf, dtype=np.float32))
+    assert tix.tolist() == [[P_TICKETS, 0], [P_TICKETS // 2, P_TICKETS // 2]]
+    b = 64
+    logits = np.repeat(x[:, None, :], 2, axis=1)[np.arange(b) % 2]
+    res = verify(logits, np.inf, **two_slot_draft(b, 1, 1, 1 << 23, 0), seed=np.arange(b, dtype=np.uint64), round=0,
+                 position=0)
+    assert (res.accepted[0::2] == 0).all() and (res.tokens[0::2, 0] == 0).all()  # rejected, corrected to 0
+    assert (res.accepted[1::2] == 1).all()  # P(1) = 2^39 >= s = 2^39: accepted
 
 def test_target_tickets_are_within_the_quantisation_bound_of_the_weights() -> None:
     rng = np.random.default_rng(11)
@@ -417,6 +435,16 @@ def test_invalid_drafts_fail_the_row(kind: str) -> None:
     assert t0.status[0] == AcceptStatus.BAD_DRAFT
 
 
+def test_a_bad_target_row_above_an_invalid_draft_decides() -> None:
+    """§11.3's example: n = 3, draft 0 invalid and a NaN in target row 2: NAN_LOGIT; with draft 1 failed (n = 1) row 2
+    is ignored: BAD_DRAFT."""
+    case = random_case(np.random.default_rng(22), 2, 3, 40, 1.0)
+    case["draft_tickets"][:, 0, 0] += 1
+    case["target_logits"][:, 2, 5] = np.nan
+    case["draft_status"][1, 1] = 2
+    assert verify(**case).status.tolist() == [AcceptStatus.NAN_LOGIT, AcceptStatus.BAD_DRAFT]
+
+
 def test_invalid_drafts_after_a_failed_draft_are_ignored() -> None:
     case = random_case(np.random.default_rng(21), 2, 3, 40, 1.0)
     case["draft_status"][:, 1] = 3
@@ -513,3 +541,86 @@ def test_bad_argument_raises_naming_it(name: str, bad: Any, exc: type[Exception]
     case = random_case(np.random.default_rng(0), 2, 2, 4, 1.0)
     with pytest.raises(exc, match=name):
         verify(**(case | {name: bad}))
+
+
+# ---------------------------------------------------------------------------------------------------- §11.2
+
+
+def test_draft_arrays_of_any_integer_dtype_with_values_in_range_are_the_same_call() -> None:
+    """§11.2: the types are value ranges; the reference takes any integer array whose values fit them."""
+    case = random_case(np.random.default_rng(30), 4, 2, 9, 1.0)
+    want = verify(**case)
+    keys = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
+    for changed in (
+        {k: case[k].astype(np.int64) for k in keys},
+        {"draft_tokens": case["draft_tokens"].astype(np.uint32), "draft_tickets": case["draft_tickets"].astype(
+            np.uint32)},  # every value >= 0
+        {"draft_tokens": case["draft_tokens"].astype(np.int16), "draft_status": case["draft_status"].astype(np.int16)},
+        {k: case[k].tolist() for k in keys},
+    ):
+        got = verify(**(case | changed))
+        for f in ("status", "accepted", "tokens"):
+            assert_equal(getattr(got, f), getattr(want, f), f"{f} with drafts {sorted(changed)} converted")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("draft_tokens", 1 << 31),
+        ("draft_tokens", -(1 << 31) - 1),
+        ("draft_status", 128),
+        ("draft_status", -129),
+        ("draft_ids", 1 << 31),
+        ("draft_tickets", -(1 << 31) - 1),
+    ],
+)
+def test_a_draft_value_that_does_not_fit_its_type_is_a_caller_error(name: str, value: int) -> None:
+    case = random_case(np.random.default_rng(31), 2, 2, 9, 1.0)
+    bad = case[name].astype(np.int64)
+    bad.reshape(-1)[-1] = value
+    with pytest.raises(ValueError, match=name):
+        verify(**(case | {name: bad}))
+
+
+@pytest.mark.parametrize("name", ["draft_tokens", "draft_status", "draft_ids", "draft_tickets"])
+@pytest.mark.parametrize("dtype", [np.float32, np.bool_])
+def test_a_draft_array_of_a_non_integer_dtype_is_a_caller_error(name: str, dtype: type) -> None:
+    case = random_case(np.random.default_rng(32), 2, 2, 9, 1.0)
+    with pytest.raises(TypeError, match=name):
+        verify(**(case | {name: case[name].astype(dtype)}))
+
+
+def test_every_draft_value_of_its_type_is_row_data() -> None:
+    """§11.2: any int8 status truncates (not only §3's 1 .. 4), any int32 ID, token or ticket is row data: an ID >= V,
+    a token -2^31 or a negative ticket makes the draft invalid; garbage after n is ignored."""
+    case = random_case(np.random.default_rng(33), 7, 2, 40, 1.0)
+    st, tok, ids, tix = (case[k] for k in ("draft_status", "draft_tokens", "draft_ids", "draft_tickets"))
+    st[0, 0], st[1, 0], st[2, 1] = 7, -128, 127  # n = 0, 0, 1
+    tok[2, 1], tix[2, 1] = (1 << 31) - 1, -(1 << 31)  # ignored (j >= n)
+    ids[3, 0, K - 1] = (1 << 31) - 1  # an ID >= V
+    tok[4, 0] = -(1 << 31)  # a token in no slot
+    tix[5, 0, 0] -= 1 << 25  # a negative ticket (the sum kept)
+    tix[5, 0, 1] += 1 << 25
+    res = verify(**case)
+    assert res.status.tolist() == [0, 0, 0, 5, 5, 5, 0]
+    assert res.accepted[:2].tolist() == [0, 0] and res.accepted[2] <= 1
+
+
+@pytest.mark.parametrize(
+    ("t64", "t32"),
+    [
+        (-1e-50, -0.0),  # < 0 as a float64 (BAD_TEMPERATURE), -0.0 in fp32: a T0 row
+        (1e-50, 0.0),  # a T0 row
+        (0.1, float(np.float32(0.1))),  # 0x3DCCCCCD: rounded up, not truncated
+        (1e39, np.inf),  # overflows to +inf: a sampled row with P3's T = +inf
+        (-1e39, -np.inf),
+    ],
+)
+def test_a_float64_temperature_is_rounded_to_fp32_first(t64: float, t32: float) -> None:
+    case = random_case(np.random.default_rng(34), 6, 2, 9, 1.0)
+    want = verify(**(case | {"target_temperature": np.float32(t32)}))
+    for given in (np.float64(t64), t64, np.full(6, t64)):
+        got = verify(**(case | {"target_temperature": given}))
+        for f in ("status", "accepted", "tokens"):
+            assert_equal(getattr(got, f), getattr(want, f), f"{f}, T = {t64!r} as {type(given).__name__}")
+    assert np.float32(0.1).view(np.uint32) == 0x3DCCCCCD

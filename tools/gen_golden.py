@@ -425,6 +425,59 @@ def build_accept_cases() -> list[AcceptCase]:
     x = np.array([[[1.5], [-3.0]], [[0.0], [0.0]]], dtype=np.float32)
     add(accept_case("v1", "V = 1: the only token is accepted with P = 2^40, the bonus is token 0",
                     x, point_drafts(np.zeros((2, 1), np.int64)), temp=[1.0, 0.0]))
+    cases.extend(clarified_cases())
+    return cases
+
+
+def clarified_cases() -> list[AcceptCase]:
+    """Cases for what §11 states explicitly since the cases above were written (each reason names its clause);
+    appended, so that every earlier line of the file stays as it was."""
+    cases: list[AcceptCase] = []
+    add = cases.append
+    x = np.array([[[F32_MAX, -F32_MAX]] * 2] * 2 + [[[0.0, -F32_MAX]] * 2] * 2, dtype=np.float32)
+    add(accept_case("inf_temperature_overflowing_difference",
+                    "T = +inf, logits [FLT_MAX, -FLT_MAX]: d_1 = fl32(-FLT_MAX - FLT_MAX) = -inf, so e_1 = 0 and "
+                    "P(1) = 0: a draft of token 1 (Q(1) = 2^23) is always rejected and the correction is token 0 "
+                    "(§11.4 P3); rows 2-3, [0, -FLT_MAX], have a finite difference: P uniform, the draft accepted",
+                    x, two_slot_draft(4, 1, 1, 1 << 23, 0), temp=INF, seed=[1, 2, 3, 4]))
+    target, draft = sampled_draft(900, 5, 3, 40, 1.0, [11, 12, 13, 14, 15], 0, [0, 0, 0, 0, 0])
+    draft["draft_status"][0, 0] = 7  # n = 0: any non-zero status ends the draft, not only §3's 1 .. 4
+    draft["draft_status"][1, 1] = -1  # n = 1; drafts 1 and 2 are garbage of the right type, ignored
+    draft["draft_tokens"][1, 1:] = [(1 << 31) - 1, -(1 << 31)]
+    draft["draft_ids"][1, 1:] = (1 << 31) - 1
+    draft["draft_tickets"][1, 1] = (1 << 31) - 1
+    draft["draft_tickets"][1, 2] = -(1 << 31)
+    draft["draft_ids"][2, 0, K - 1] = (1 << 31) - 1  # an ID >= V: BAD_DRAFT
+    draft["draft_tokens"][3, 0] = -(1 << 31)  # a token in no slot: BAD_DRAFT
+    draft["draft_tickets"][4, 0, :2] += np.array([-(1 << 25), 1 << 25], dtype=np.int32)  # a negative ticket
+    add(accept_case("draft_values_are_row_data",
+                    "every int32 / int8 draft value is row data (§11.2): statuses 7 and -1 truncate, an ID "
+                    "2^31-1 >= V, a token -2^31 and a negative ticket make the draft invalid (BAD_DRAFT); garbage "
+                    "after n is ignored",
+                    target, draft, seed=[11, 12, 13, 14, 15]))
+    x = logits_like(910, 4 * 3, 40, 2.0).reshape(4, 3, 40)
+    g = x.argmax(axis=2)  # logits_like rows have no ties at the maximum
+    draft = point_drafts(g[:, :2])
+    draft["draft_tickets"][0, 0, 0] += 1  # x_0 = g_0, but the tickets sum to 2^24 + 1
+    draft["draft_ids"][1, 1, 0] = (g[1, 1] + 1) % 40  # x_1 = g_1 is in no slot
+    draft["draft_ids"][3, 1, 0] = (g[3, 1] + 1) % 40  # the same fault at j = 1 >= n = 1: ignored
+    draft["draft_status"][3, 1] = 1
+    add(accept_case("bad_draft_t0_rows",
+                    "T0 rows validate their drafts too (§11.3): x_0 = g_0 with tickets summing to 2^24 + 1, or "
+                    "x_1 = g_1 in no slot, is BAD_DRAFT; row 2 is valid; row 3 has the fault at j >= n, ignored",
+                    x, draft, temp=[0.0, -0.0, 0.0, -0.0], seed=[1, 2, 3, 4]))
+    target, draft = sampled_draft(920, 6, 3, 40, 1.0, [21, 22, 23, 24, 25, 26], 0, [0] * 6)
+    draft["draft_tickets"][:, 0, 0] += 1  # draft 0 of every row is invalid
+    target[0, 2, 5] = NAN  # n = 3: target row 2 decides, NAN_LOGIT
+    target[1, 3, 7] = INF  # the bonus row n = 3: POS_INF_LOGIT
+    target[2, 2, 5] = NAN
+    draft["draft_status"][2, 1] = 4  # n = 1: target row 2 is ignored, BAD_DRAFT
+    target[3, 1, :] = -INF  # ZERO_MASS
+    add(accept_case("target_class_before_lower_invalid_draft",
+                    "draft 0 is invalid in every row, yet a bad target row j <= n decides (§11.3): NaN at j = 2 of "
+                    "n = 3 (NAN_LOGIT), +inf in the bonus row (POS_INF_LOGIT), -inf row 1 (ZERO_MASS); a NaN above "
+                    "n = 1 is ignored (BAD_DRAFT); a NaN temperature (BAD_TEMPERATURE); the invalid draft alone",
+                    target, draft, temp=[1.0, 1.0, 1.0, 1.0, NAN, 1.0], seed=[21, 22, 23, 24, 25, 26]))
     return cases
 
 

@@ -19,10 +19,12 @@ a draft the selector fails (its logits corrupted), a truncation (a draft status 
 invalid draft (``break_draft``), point-mass drafts on the target argmax (x_j = g_j, the tests launch 3 may leave
 open), or an *open* request: flat target rows and two-slot drafts on g = 0 whose tests U_j fall in launch 3's open
 window c .. c + V - 1 with probability ~1.5 % at V = 163840 (so launches 4 and 5 decide them, with the remainder R).
-The kernels verify the batch in one ``pp3.kernels.verify`` call; a process pool runs ``pp3.reference.verify`` on the
-same bits (a shared-memory copy; fp16 and bf16 widened as the reference widens them, SPEC.md §2.1), a few rows
-per task (§11.11: rows are independent). A mismatching batch is written to ``--out`` (inputs and both outputs,
-``.npz``, with a ``.json`` of the first rows) and the run stops with exit status 1; ``--replay FILE`` re-runs it.
+The kernels verify the batch in one ``pp3.kernels.verify`` call; a process pool runs ``pp3.audit.fast_accept.verify``
+(``pp3.reference.verify``'s bits, faster; tests/test_fast_accept.py checks them equal) on the same bits (a
+shared-memory copy; fp16 and bf16 widened as the reference widens them, SPEC.md §2.1), a few rows per task (§11.11:
+rows are independent). A mismatching batch is written to ``--out`` (inputs and both outputs, ``.npz``, with a
+``.json`` of the first rows) and the run stops with exit status 1; ``--replay FILE`` re-runs it against the plain
+reference ``pp3.reference.verify`` itself.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from pp3.audit import fast_accept
 from pp3.audit._pipeline import pipeline, read_rows
 from pp3.reference import DOMAIN_ACCEPT, P_TICKETS, Q_SHIFT, TICKETS, Verdict, uniform_below
 from pp3.reference._constants import MAX_VOCAB
@@ -306,10 +309,18 @@ def run_batch(seed: int, k: int, rows: npt.NDArray[np.int64], v: int, dev: Any) 
 
 
 def _reference_rows(args: tuple[Any, ...]) -> Verdict:
-    """Worker: ``pp3.reference.verify`` on rows [lo, hi) of a batch whose raw target bits the parent put in shared
-    memory (``AcceptCall.run_reference``: fp16 given as fp16, bf16 widened from its bits)."""
+    """Worker: the reference's bits (``fast_accept.verify``) on rows [lo, hi) of a batch whose raw target bits the
+    parent put in shared memory (as ``AcceptCall.run_reference`` passes them: fp16 as fp16, bf16 widened from its
+    bits)."""
     name, fmt, shape, lo, hi, inputs = args
-    return AcceptCall(FORMATS[fmt], read_rows(name, shape, FORMATS[fmt].dtype, lo, hi), **inputs).run_reference()
+    return fast_reference(AcceptCall(FORMATS[fmt], read_rows(name, shape, FORMATS[fmt].dtype, lo, hi), **inputs))
+
+
+def fast_reference(call: AcceptCall) -> Verdict:
+    """``AcceptCall.run_reference`` by ``pp3.audit.fast_accept.verify`` (the same bits, faster)."""
+    x = call.fmt.widen(call.bits) if call.fmt.name != "fp16" else call.bits.view(np.float16)
+    return fast_accept.verify(target_logits=x, target_temperature=call.temperature, **call.draft(), seed=call.seed,
+                              round=call.round, position=call.position)
 
 
 def row_inputs(b: Batch, lo: int, hi: int) -> dict[str, npt.NDArray[Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 import numpy as np
 
@@ -36,15 +35,13 @@ class Status(enum.IntEnum):
     BAD_TEMPERATURE = 4
 
 
-def _extended(base: type[enum.IntEnum], name: str, doc: str, **more: int) -> Any:
-    """An IntEnum with every member of ``base`` and then ``more``: an enum with members cannot be subclassed, so
-    this builds one from them (``Any``: a type checker cannot see the members of an enum built at run time)."""
-    members = [*((m.name, m.value) for m in base), *more.items()]
-    extended = enum.IntEnum(name, members, module=__name__)  # type: ignore[misc]
-    extended.__doc__ = doc
-    return extended
+class AcceptStatus(enum.IntEnum):
+    """Row status of a verification (§11.3): SPEC.md §3's statuses (the same names and values as ``Status``), then
+    BAD_DRAFT. Lower non-zero values take precedence."""
 
-
-AcceptStatus = _extended(
-    Status, "AcceptStatus", "Row status of a verification (§11.3): SPEC.md §3's statuses, then BAD_DRAFT.", BAD_DRAFT=5
-)
+    OK = 0
+    NAN_LOGIT = 1
+    POS_INF_LOGIT = 2
+    ZERO_MASS = 3
+    BAD_TEMPERATURE = 4
+    BAD_DRAFT = 5

@@ -1,7 +1,16 @@
-"""The reference verifier: SPEC.md §11 (semantic ID ``accept-dyadic24-v1``) in NumPy. Imports neither torch
-nor triton.
+"""The reference verifier: SPEC.md §11 (semantic ID ``accept-dyadic24-v1``) in NumPy, clause by clause. Imports
+neither torch nor triton.
 
-Sections: ``target_tickets`` (§11.4), ``verify`` (§11.2-§11.8); the §11.5 streams and uniforms are in ``philox``.
+This module is the definition executed on the CPU. Each function is one clause, with SPEC's names (n, g_j, m, d, e,
+w, S, c, R, P_j, Q_j, s_j, U_j, a, Q*, r, Σr, C), and each step cites its clause; nothing is skipped, tabled or
+reordered for speed: §11.4 is evaluated for every target row j <= n of every sampled OK row, over the whole row, and
+the residual of §11.7 over the whole vocabulary. The rows of a batch are independent (§11.11), so every step works
+on all of them at once. It holds the target tickets of a call, 8 bytes per target entry; ``pp3.audit.fast_accept``
+computes the same bits faster (tested equal to this module by ``tests/test_fast_accept.py``).
+
+Sections: §11.3 ``draft_length``, ``target_class``, ``draft_valid``, ``row_status``; §11.4 ``argmax``, ``weights``,
+``target_tickets``; §11.5 ``philox.uniform_below``; §11.6 ``acceptance``; §11.7 ``correction_or_bonus``; §11.8
+``outputs``; §11.2-§11.8 ``verify``.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import _args, philox, tickets
+from pp3.reference import _args, order, philox, tickets
 from pp3.reference._constants import (
     DOMAIN_ACCEPT,
     DOMAIN_RESIDUAL,
@@ -27,8 +36,10 @@ from pp3.reference.exponential import expf
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+Bool = npt.NDArray[np.bool_]
 
-_P_SCALE = np.float64(P_TICKETS)  # 2^40: w * 2^40 is exact for every fp64 w that came from an fp32 value
+_TWO_40 = np.float64(P_TICKETS)  # P5: w_y * 2^40 is exact for every w_y that came from an fp32 value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,78 +51,89 @@ class Verdict:
     tokens: npt.NDArray[np.int32]  # [B, D+1] drafts 0 .. a-1, then the correction or bonus, then -1
 
 
+def q_of(ids: I64, tix: I64, y: I64) -> I64:
+    """§11.2: Q_j(y), the tickets of the slot of draft j whose ID is y, and 0 if no slot has ID y (``ids``, ``tix``
+    [..., K], ``y`` [...])."""
+    return np.asarray(np.where(ids == y[..., None], tix, 0).sum(axis=-1), dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------------------------- §11.3
+
+
+def draft_length(draft_status: I64) -> I64:
+    """§11.3 step 1: n [B], the number of leading drafts with draft_status = OK (0): the smallest j with
+    draft_status[j] != 0, or D if there is none."""
+    failed = draft_status != AcceptStatus.OK
+    d = draft_status.shape[1]
+    return np.asarray(np.where(failed.any(axis=1), failed.argmax(axis=1), d), dtype=np.int64)
+
+
+def target_class(x: F32) -> npt.NDArray[np.int8]:
+    """§11.3 step 2: the class of each target row (last axis: its V logits), SPEC.md §3 restricted to the logits,
+    with §3's precedence: NAN_LOGIT, then POS_INF_LOGIT, then ZERO_MASS, else OK (0)."""
+    cls = np.select(
+        [np.isnan(x).any(axis=-1), (x == np.inf).any(axis=-1), ~np.isfinite(x).any(axis=-1)],
+        [AcceptStatus.NAN_LOGIT, AcceptStatus.POS_INF_LOGIT, AcceptStatus.ZERO_MASS],
+        AcceptStatus.OK,
+    )
+    return np.asarray(cls, dtype=np.int8)
+
+
+def draft_valid(x: I64, ids: I64, tix: I64, v: int) -> Bool:
+    """§11.3 step 3: whether each draft (``x`` [B, D] tokens, ``ids``/``tix`` [B, D, K] slots) is valid over a
+    vocabulary of V IDs."""
+    empty = (ids == EMPTY_ID) & (tix == 0)
+    non_empty = (ids >= 0) & (ids < v) & (tix >= 0)
+    every_slot = (empty | non_empty).all(axis=-1)  # each slot is empty or non-empty
+    non_empty_first = (non_empty[..., :-1] | ~non_empty[..., 1:]).all(axis=-1)  # no non-empty slot after another one
+    ascending = (~(non_empty[..., :-1] & non_empty[..., 1:]) | (ids[..., :-1] < ids[..., 1:])).all(axis=-1)
+    sum_is_2_24 = tix.sum(axis=-1) == TICKETS  # in 64-bit integers
+    drawable = (non_empty & (ids == x[..., None]) & (tix >= 1)).any(axis=-1)  # Q_j(x_j) >= 1
+    return np.asarray(every_slot & non_empty_first & ascending & sum_is_2_24 & drawable, dtype=np.bool_)
+
+
+def row_status(target: F32, temperature: F32, x: I64, ids: I64, tix: I64, n: I64) -> npt.NDArray[np.int8]:
+    """§11.3 step 4: the status of each row [B], the first that applies: the class of its lowest target row
+    j <= n whose class is not OK (whatever the drafts below it), BAD_TEMPERATURE, BAD_DRAFT (some draft j < n is
+    not valid, greedy and sampled rows alike), else OK."""
+    b, d1, v = target.shape
+    j = np.arange(d1)[None, :]
+    cls = np.where(j <= n[:, None], target_class(target), AcceptStatus.OK)  # step 2: target rows 0 .. n
+    lowest_bad = np.argmax(cls != AcceptStatus.OK, axis=1)
+    target_status = cls[np.arange(b), lowest_bad]
+    bad_temperature = np.isnan(temperature) | (temperature < 0)
+    bad_draft = (~draft_valid(x, ids, tix, v) & (j[:, :-1] < n[:, None])).any(axis=1)  # step 3: drafts 0 .. n-1
+    status = np.select(
+        [target_status != AcceptStatus.OK, bad_temperature, bad_draft],
+        [target_status, AcceptStatus.BAD_TEMPERATURE, AcceptStatus.BAD_DRAFT],
+        AcceptStatus.OK,
+    )
+    return np.asarray(status, dtype=np.int8)
+
+
 # ----------------------------------------------------------------------------------------------------------- §11.4
 
 
-def _argmax(x: F32) -> I64:
-    """§11.4 P1 on NaN-free rows [..., V] with a finite entry: g, the first entry in the §4.1 order, i.e. the lowest
-    ID among the entries equal (``==``, so -0.0 = +0.0) to the row's largest value (``order.first_k(x, 1)``)."""
-    return np.asarray(np.argmax(x == x.max(axis=-1, keepdims=True), axis=-1), dtype=np.int64)
+def argmax(x: F32) -> I64:
+    """§11.4 P1: g [N] of rows [N, V] without NaN and with a finite entry: the first entry in the §4.1 order (largest
+    value, lowest ID among equal values, -0.0 = +0.0)."""
+    return order.first_k(x, 1)[:, 0]
 
 
-def _weights(x: F32, m: F32 | np.float32, temperature: F32 | np.float32) -> F32:
-    """§11.4 P2-P3, entry by entry: the fp32 weights e of fp32 logits ``x``, m = x[g] and T > 0 broadcast to x."""
+def weights(x: F32, m: F32, temperature: F32) -> F32:
+    """§11.4 P2-P3: the fp32 weights e [N, V] of rows ``x`` [N, V], with m [N] = x[g] and T [N] > 0."""
     with np.errstate(all="ignore"):
-        d = x - m  # P2: fp32
-        z = d / temperature  # P3: fp32 IEEE division (NaN only where d = -inf, T = +inf)
-    z[d == -np.inf] = -np.inf  # P3: d = -inf gives e = expf(-inf) = +0.0
-    return expf(z)  # P3
-
-
-_NARROW_BITS = 13  # the low fp32 mantissa bits that are zero in every widened fp16 or bf16 value (10 and 7 kept)
-_NARROW_MASK = np.uint32((1 << _NARROW_BITS) - 1)
-_TABLE_MIN_V = 1 << 15  # the rows for which a table of distinct values is cheaper than expf of every entry
-
-
-def _row_weights(x: F32, m: np.float32, temperature: np.float32) -> F32:
-    """``_weights`` of one row [V], bit for bit. e_y depends on the bits of x_y alone, so where every entry has its
-    low 13 mantissa bits zero (fp16 and bf16 logits, widened: at most 2^19 distinct values, a few thousand in
-    practice) each distinct value is evaluated once by ``_weights`` and its weight gathered."""
-    bits = x.view(np.uint32)
-    if (bits & _NARROW_MASK).any():
-        return _weights(x, m, temperature)
-    code = np.right_shift(bits, _NARROW_BITS, dtype=np.intp)  # x_y is the fp32 value with bits code_y << 13
-    seen = np.zeros(1 << (32 - _NARROW_BITS), dtype=bool)
-    seen[code] = True
-    present = np.flatnonzero(seen)
-    table = np.empty(seen.shape, dtype=np.float32)
-    table[present] = _weights((present.astype(np.uint32) << np.uint32(_NARROW_BITS)).view(np.float32), m, temperature)
-    return np.take(table, code)
-
-
-_BLOCK = 1 << 18  # padded entries per pass of _tickets: small rows go many at a time, large rows one at a time
-# (no [N, 2^ceil(log2 V)] fp64 array for all rows at once)
-
-
-def _tickets(x: F32, temp: F32) -> tuple[I64, I64]:
-    """§11.4 P1-P6 on OK rows ``x`` [N, V] with temperatures ``temp`` [N] > 0: (g [N], P [N, V]), ``target_tickets``
-    without its checks. Rows go in blocks of at most max(1, 2^18 / 2^ceil(log2 V)); every step is elementwise or a
-    reduction over one row, so no bit depends on the blocks."""
-    n, v = x.shape
-    width = 1 << max(v - 1, 0).bit_length()  # P4: N = 2^ceil(log2 V)
-    g = np.empty(n, dtype=np.int64)
-    c = np.empty((n, v), dtype=np.int64)
-    step = max(1, _BLOCK // width)
-    for lo in range(0, n, step):
-        xb, tb, gb, cb = x[lo : lo + step], temp[lo : lo + step], g[lo : lo + step], c[lo : lo + step]
-        rows = np.arange(xb.shape[0])
-        gb[:] = _argmax(xb)  # P1: §4.1 order, lowest ID among equal maxima
-        m = xb[rows, gb]
-        w = np.zeros((rows.size, width), dtype=np.float64)  # P4: padded with +0.0
-        if v >= _TABLE_MIN_V:
-            for i in rows.tolist():
-                w[i, :v] = _row_weights(xb[i], m[i], tb[i])  # P2-P3; P4: exact
-        else:
-            w[:, :v] = _weights(xb, m[:, None], tb[:, None])  # P2-P3; P4: exact
-        s = tickets.pairwise_sum(w)  # P4: fp64 tree, adjacent pairs first
-        q = np.multiply(w[:, :v], _P_SCALE, out=w[:, :v])  # P5: fl64(w_y 2^40), exact (in place: w is not read again)
-        cb[:] = np.floor(np.divide(q, s[:, None], out=q), out=q).astype(np.int64)  # P5: c_y = floor(fl64(. / S))
-        cb[rows, gb] += P_TICKETS - cb.sum(axis=1)  # P6: the remainder R to the argmax
-    return g, c
+        d = x - m[:, None]  # P2: d_y = fl32(x_y - m), -inf for a masked logit or an overflowing difference
+        z = d / temperature[:, None]  # P3: fl32(d_y / T), fp32 IEEE division (NaN where d = -inf, T = +inf: unused)
+    masked = d == -np.inf
+    e = np.zeros(x.shape, dtype=np.float32)  # P3: e_y = +0.0 where d_y = -inf
+    e[~masked] = expf(z[~masked])  # P3: otherwise e_y = expf(z), §6
+    return e
 
 
 def target_tickets(logits: npt.NDArray[np.float32], temperature: npt.NDArray[np.float32]) -> tuple[I64, I64]:
-    """§11.4 P1-P6 for rows that are OK and sampled: (g [N], P [N, V] int64 tickets of 2^40, each row summing to 2^40).
+    """§11.4 P1-P6 for target rows that are OK and sampled: (g [N], P [N, V] int64 tickets of 2^40, each row summing
+    to 2^40).
 
     ``logits`` is [N, V] fp32 without NaN or +inf and with a finite entry per row; ``temperature`` [N] fp32 > 0.
     """
@@ -123,37 +145,117 @@ def target_tickets(logits: npt.NDArray[np.float32], temperature: npt.NDArray[np.
         raise ValueError("target_tickets: rows must have no NaN, no +inf and a finite entry (SPEC.md §3 OK rows)")
     if not (temp > 0).all():
         raise ValueError("target_tickets: temperatures must be > 0 (sampled rows)")
-    return _tickets(x, temp)
+    rows, v = x.shape
+    if rows == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, v), dtype=np.int64)
+    g = argmax(x)  # P1
+    m = x[np.arange(rows), g]  # P1: finite
+    e = weights(x, m, temp)  # P2-P3
+    n_pad = 1 << (v - 1).bit_length()  # P4: N = 2^ceil(log2 V)
+    w = np.zeros((rows, n_pad), dtype=np.float64)  # P4: padded with w = +0.0
+    w[:, :v] = e  # P4: w_y = fl64(e_y), exact
+    s = tickets.pairwise_sum(w)  # P4: S, the fp64 pairwise tree of §5 step 4, adjacent pairs first
+    c = np.floor((w[:, :v] * _TWO_40) / s[:, None]).astype(np.int64)  # P5: c_y = floor(fl64(fl64(w_y 2^40) / S))
+    r = P_TICKETS - c.sum(axis=1)  # P6: R = 2^40 - Σ c_y, exact
+    p = c  # P6: P(y) = c_y ...
+    p[np.arange(rows), g] += r  # P6: ... and P(g) = c_g + R
+    return g, p
+
+
+def target_distributions(
+    target: F32, temperature: F32, n: I64, ok: Bool, sampled: Bool
+) -> tuple[I64, I64]:
+    """§11.4 for every target row j <= n: g [B, D+1] (P1) of every OK row, and P [B, D+1, V] (P1-P6) of every
+    sampled row; -1 and 0 elsewhere (rows j > n, failed rows, P of T0 rows: never read)."""
+    b, d1, v = target.shape
+    g = np.full((b, d1), EMPTY_ID, dtype=np.int64)
+    p = np.zeros((b, d1, v), dtype=np.int64)
+    for j in range(d1):
+        rg = np.flatnonzero(ok & ~sampled & (j <= n))
+        if rg.size:
+            g[rg, j] = argmax(target[rg, j])  # T0 rows: P1 only
+        rs = np.flatnonzero(sampled & (j <= n))
+        if rs.size:
+            g[rs, j], p[rs, j] = target_tickets(target[rs, j], temperature[rs])  # P1-P6
+    return g, p
+
+
+# ----------------------------------------------------------------------------------------------------------- §11.6
+
+
+def acceptance(
+    x: I64, ids: I64, tix: I64, n: I64, g: I64, p: I64, greedy: Bool, sampled: Bool, seed: U64, rnd: U64, pos: U64
+) -> I64:
+    """§11.6: a [B], the number of accepted drafts of each OK row (0 for failed rows). For j = 0 .. n-1, while
+    every earlier draft was accepted: a T0 row accepts iff x_j = g_j; a sampled row draws
+    U_j = uniform_below(acceptance stream of position + j, s_j), s_j = Q_j(x_j) 2^16, and accepts iff U_j < P_j(x_j)."""
+    b, d = x.shape
+    a = np.zeros(b, dtype=np.int64)
+    testing = greedy | sampled  # the OK rows whose drafts 0 .. j-1 were all accepted
+    for j in range(d):
+        test = testing & (j < n)
+        accepted = np.zeros(b, dtype=bool)
+        rg = np.flatnonzero(test & greedy)
+        accepted[rg] = x[rg, j] == g[rg, j]  # T0: x_j = g_j; no random numbers
+        rs = np.flatnonzero(test & sampled)
+        if rs.size:
+            x_j = x[rs, j]
+            s_j = q_of(ids[rs, j], tix[rs, j], x_j).astype(np.uint64) << np.uint64(Q_SHIFT)  # 2^16 <= s_j <= 2^40
+            u_j = philox.uniform_below(seed[rs], rnd[rs], pos[rs] + np.uint64(j), DOMAIN_ACCEPT, s_j)  # §11.5
+            accepted[rs] = u_j < p[rs, j, x_j].astype(np.uint64)  # exact integer comparison
+        a += accepted
+        testing &= accepted  # the first rejection ends the round
+    return a
+
+
+# ----------------------------------------------------------------------------------------------------------- §11.7
+
+
+def correction_or_bonus(
+    a: I64, ids: I64, tix: I64, n: I64, g: I64, p: I64, greedy: Bool, sampled: Bool, seed: U64, rnd: U64, pos: U64
+) -> I64:
+    """§11.7: the token at index a of each OK row [B] (-1 for failed rows): g_a for a T0 row; for a sampled row the
+    smallest y with U < C(y), C the cumulative residual r = max(0, P_a - Q* 2^16) over the whole vocabulary,
+    Q* = Q_a if draft a was rejected (a < n) and 0 if a = n, U = uniform_below(residual stream of position + a, Σr)."""
+    b, _, v = p.shape
+    token = np.full(b, EMPTY_ID, dtype=np.int64)
+    rg = np.flatnonzero(greedy)
+    token[rg] = g[rg, a[rg]]  # T0: the target's argmax at row a
+    rs = np.flatnonzero(sampled)
+    if rs.size == 0:
+        return token
+    a_s = a[rs]
+    q_star = np.zeros((rs.size, v), dtype=np.int64)  # Q*(y) = 0 if a = n
+    rejected = np.flatnonzero(a_s < n[rs])  # Q*(y) = Q_a(y) if a < n: each non-empty slot's tickets at its ID
+    slot_ids, slot_tix = ids[rs[rejected], a_s[rejected]], tix[rs[rejected], a_s[rejected]]
+    i, k = np.nonzero(slot_ids != EMPTY_ID)
+    q_star[rejected[i], slot_ids[i, k]] = slot_tix[i, k]
+    r = np.maximum(0, p[rs, a_s] - (q_star << Q_SHIFT))  # r(y) = max(0, P_a(y) - Q*(y) 2^16), exact
+    sigma_r = r.sum(axis=1)  # Σr, 1 <= Σr <= 2^40
+    u = philox.uniform_below(seed[rs], rnd[rs], pos[rs] + a_s.astype(np.uint64), DOMAIN_RESIDUAL,
+                             sigma_r.astype(np.uint64))  # §11.5
+    c = np.cumsum(r, axis=1)  # C(y) = r(0) + ... + r(y), exact; C(V-1) = Σr > U
+    token[rs] = np.argmax(u.astype(np.int64)[:, None] < c, axis=1)  # the smallest y with U < C(y)
+    return token
+
+
+# ----------------------------------------------------------------------------------------------------------- §11.8
+
+
+def outputs(status: npt.NDArray[np.int8], a: I64, x: I64, token_a: I64) -> Verdict:
+    """§11.8: a failed row has accepted = -1 and every token -1; an OK row has accepted = a and tokens
+    x_0 .. x_{a-1}, then the token at index a (§11.7), then -1."""
+    b, d = x.shape
+    ok = status == AcceptStatus.OK
+    j = np.arange(d + 1)[None, :]
+    tokens = np.full((b, d + 1), EMPTY_ID, dtype=np.int32)
+    tokens[:, :d] = np.where(ok[:, None] & (j[:, :d] < a[:, None]), x, EMPTY_ID)
+    rows = np.flatnonzero(ok)
+    tokens[rows, a[rows]] = token_a[rows]
+    return Verdict(status=status, accepted=np.where(ok, a, -1).astype(np.int32), tokens=tokens)
 
 
 # ----------------------------------------------------------------------------------------------------------- §11.2
-
-
-def _row_class(x: npt.NDArray[np.float32]) -> npt.NDArray[np.int8]:
-    """§11.3 step 2: SPEC.md §3 restricted to the logits of each row of the last axis (0 = OK)."""
-    cls = np.zeros(x.shape[:-1], dtype=np.int8)
-    for cond, st in (
-        (~np.isfinite(x).any(axis=-1), AcceptStatus.ZERO_MASS),
-        ((x == np.inf).any(axis=-1), AcceptStatus.POS_INF_LOGIT),
-        (np.isnan(x).any(axis=-1), AcceptStatus.NAN_LOGIT),
-    ):  # lowest precedence first, so the highest wins
-        cls[cond] = st
-    return cls
-
-
-def _draft_valid(tok: I64, ids: I64, tix: I64, v: int) -> npt.NDArray[np.bool_]:
-    """§11.3 step 3: [B, D] validity of each draft's slots and token."""
-    empty = (ids == EMPTY_ID) & (tix == 0)
-    full = (ids >= 0) & (ids < v) & (tix >= 0)
-    slots_ok = (empty | full).all(axis=-1)
-    full_first = (full[..., :-1] | ~full[..., 1:]).all(axis=-1)  # no non-empty slot after an empty one
-    ascending = (~(full[..., :-1] & full[..., 1:]) | (ids[..., :-1] < ids[..., 1:])).all(axis=-1)
-    total = tix.sum(axis=-1) == TICKETS
-    drawable = (full & (ids == tok[..., None]) & (tix >= 1)).any(axis=-1)
-    return np.asarray(slots_ok & full_first & ascending & total & drawable, dtype=np.bool_)
-
-
-# ----------------------------------------------------------------------------------------------------------- §11.3-8
 
 
 def verify(
@@ -174,97 +276,26 @@ def verify(
     [B, D], ``draft_ids`` / ``draft_tickets`` [B, D, K]; ``seed``, ``round``, ``position`` uint64 [B] (or scalars),
     ``position`` being that of draft 0. Caller errors raise TypeError / ValueError; bad row data fails its row.
     """
-    x = _args.as_logits("target_logits", target_logits, min_shape=(1, 2, 1), dims="[B, D+1, V]")  # §11.2
-    b, d1, v = x.shape
+    # §11.2: caller errors raise before any work; other floating types are rounded to fp32, fp16 widened exactly.
+    target = _args.as_logits("target_logits", target_logits, min_shape=(1, 2, 1), dims="[B, D+1, V]")
+    b, d1, _ = target.shape
     d = d1 - 1
-    temp = _args.as_temperature_rows("target_temperature", target_temperature, b)
-    tok = _args.as_int_array("draft_tokens", draft_tokens, (b, d), -(1 << 31), (1 << 31) - 1)
-    dst = _args.as_int_array("draft_status", draft_status, (b, d), -128, 127)
+    temperature = _args.as_temperature_rows("target_temperature", target_temperature, b)
+    x = _args.as_int_array("draft_tokens", draft_tokens, (b, d), -(1 << 31), (1 << 31) - 1)
+    status_in = _args.as_int_array("draft_status", draft_status, (b, d), -(1 << 7), (1 << 7) - 1)
     ids = _args.as_int_array("draft_ids", draft_ids, (b, d, K), -(1 << 31), (1 << 31) - 1)
     tix = _args.as_int_array("draft_tickets", draft_tickets, (b, d, K), -(1 << 31), (1 << 31) - 1)
     seed64 = _args.as_uint64_rows("seed", seed, b)
     round64 = _args.as_uint64_rows("round", round, b)
     pos64 = _args.as_uint64_rows("position", position, b)
 
-    # §11.3 step 1: n = leading OK drafts.
-    failed_draft = dst != 0
-    n = np.where(failed_draft.any(axis=1), failed_draft.argmax(axis=1), d)
-    jj = np.arange(d1)[None, :]
-    # §11.3 step 2: the class of the lowest target row j <= n that is not OK.
-    cls = np.where(jj <= n[:, None], _row_class(x), 0)
-    first_bad = (cls != 0).argmax(axis=1)
-    target_status = cls[np.arange(b), first_bad]
-    # §11.3 step 3: drafts j < n must be valid.
-    invalid = ~_draft_valid(tok, ids, tix, v) & (jj[:, :d] < n[:, None])
-    # §11.3 step 4: status by precedence.
-    status = np.where(
-        target_status != 0,
-        target_status,
-        np.where(
-            np.isnan(temp) | (temp < 0),
-            AcceptStatus.BAD_TEMPERATURE,
-            np.where(invalid.any(axis=1), AcceptStatus.BAD_DRAFT, AcceptStatus.OK),
-        ),
-    ).astype(np.int8)
+    n = draft_length(status_in)  # §11.3 step 1
+    status = row_status(target, temperature, x, ids, tix, n)  # §11.3 steps 2-4
     ok = status == AcceptStatus.OK
-    greedy = ok & (temp == 0)  # ±0.0
-    sampled = ok & ~greedy
+    greedy = ok & (temperature == 0)  # §11.3: T0 iff the temperature is +0.0 or -0.0
+    sampled = ok & ~greedy  # any value > 0, +inf included
 
-    # §11.4 is evaluated only for the target rows whose values reach an output: g_j of a T0 row and P_j of a sampled
-    # row for the rows j whose §11.6 test runs (j < n, every earlier draft accepted), and for the row a of §11.7.
-    # Every other row j <= n of an OK row has no bit in the verdict, so skipping it changes none.
-    rejected_p: dict[int, I64] = {}  # row -> P_a of its rejected draft a: what §11.7 reads
-    # §11.6: acceptance, depth by depth, while every earlier draft was accepted.
-    accepted = np.zeros(b, dtype=np.int64)
-    alive = ok.copy()
-    for j in range(d):
-        test = alive & (j < n)
-        acc = np.zeros(b, dtype=bool)
-        rg = np.flatnonzero(test & greedy)
-        acc[rg] = tok[rg, j] == _argmax(x[rg, j])  # T0: accept iff x_j = g_j
-        rs = np.flatnonzero(test & sampled)
-        if rs.size:
-            xj = tok[rs, j]
-            q_x = (tix[rs, j] * (ids[rs, j] == xj[:, None])).sum(axis=1)  # Q_j(x_j) >= 1 (valid draft)
-            s = q_x.astype(np.uint64) << np.uint64(Q_SHIFT)
-            u = philox.uniform_below(seed64[rs], round64[rs], (pos64[rs] + np.uint64(j)), DOMAIN_ACCEPT, s)
-            _, p_j = _tickets(x[rs, j], temp[rs])  # §11.4 of the tested rows
-            acc[rs] = u < p_j[np.arange(rs.size), xj].astype(np.uint64)  # exact integer comparison
-            rej = np.flatnonzero(~acc[rs])
-            rejected_p.update(zip(rs[rej].tolist(), p_j[rej], strict=True))
-        accepted += acc
-        alive &= acc
-
-    # §11.7: the token at index a: correction (a < n) or bonus (a = n).
-    token_a = np.full(b, EMPTY_ID, dtype=np.int64)
-    rg = np.flatnonzero(greedy)
-    token_a[rg] = _argmax(x[rg, accepted[rg]])
-    rs = np.flatnonzero(sampled)
-    if rs.size:
-        a = accepted[rs]
-        rej = np.flatnonzero(a < n[rs])  # draft a was rejected: P_a is its test's; subtract its q
-        bonus = np.flatnonzero(a == n[rs])  # every draft accepted: P_n is new
-        r = np.empty((rs.size, v), dtype=np.int64)
-        r[bonus] = _tickets(x[rs[bonus], a[bonus]], temp[rs[bonus]])[1]
-        if rej.size:
-            r[rej] = np.stack([rejected_p[i] for i in rs[rej].tolist()])
-            slot_ids = ids[rs[rej], a[rej]]
-            slot_tix = tix[rs[rej], a[rej]]
-            rr, kk = np.nonzero(slot_ids >= 0)
-            r[rej[rr], slot_ids[rr, kk]] -= slot_tix[rr, kk] << Q_SHIFT  # a valid draft's IDs are distinct
-        np.maximum(r, 0, out=r)  # r = max(0, P_a - Q_a 2^16)
-        cum = np.cumsum(r, axis=1, out=r)  # exact, <= 2^40
-        u = philox.uniform_below(
-            seed64[rs], round64[rs], pos64[rs] + a.astype(np.uint64), DOMAIN_RESIDUAL, cum[:, -1].astype(np.uint64)
-        )
-        token_a[rs] = (cum <= u.astype(np.int64)[:, None]).sum(axis=1)  # smallest y with U < C(y)
-
-    tokens = np.full((b, d1), EMPTY_ID, dtype=np.int32)
-    tokens[:, :d] = np.where((jj[:, :d] < accepted[:, None]) & ok[:, None], tok, EMPTY_ID)
-    rows = np.flatnonzero(ok)
-    tokens[rows, accepted[rows]] = token_a[rows]
-    return Verdict(
-        status=status,
-        accepted=np.where(ok, accepted, -1).astype(np.int32),
-        tokens=tokens,
-    )
+    g, p = target_distributions(target, temperature, n, ok, sampled)  # §11.4
+    a = acceptance(x, ids, tix, n, g, p, greedy, sampled, seed64, round64, pos64)  # §11.6
+    token_a = correction_or_bonus(a, ids, tix, n, g, p, greedy, sampled, seed64, round64, pos64)  # §11.7
+    return outputs(status, a, x, token_a)  # §11.8

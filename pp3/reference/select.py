@@ -89,12 +89,12 @@ def propose(
         vals = np.take_along_axis(xs, ranked, axis=1)
         m = vals[:, :1]  # the row maximum (rank 0)
         with np.errstate(all="ignore"):
-            d = (vals - m).astype(np.float32)  # §5.1, fp32
-            z = (d / tau32).astype(np.float32)  # §5.2, fp32 IEEE division
-        e = expf(z)  # §5.3
+            d = (vals - m).astype(np.float32)  # §5 step 1, fp32
+            z = (d / tau32).astype(np.float32)  # §5 step 2, fp32 IEEE division
+        e = expf(z)  # §5 step 3
 
-        slot_ids, slot_w, rank0_slot = tickets.place_slots(ranked, member, e)  # §5.4
-        counts = tickets.allocate(slot_w, rank0_slot)  # §5.4-5.6
+        slot_ids, slot_w, rank0_slot = tickets.place_slots(ranked, member, e)  # §5 step 4
+        counts = tickets.allocate(slot_w, rank0_slot)  # §5 steps 4-6
 
         u = philox.proposal_uniform(seed64[rows], round64[rows], pos64[rows])  # §8
         slot = tickets.draw_slot(counts, u)

@@ -1,4 +1,4 @@
-"""SPEC.md §5.4-5.6 (slot placement, normalisation, floor counts, remainder) and §8 (the draw from tickets)."""
+"""SPEC.md §5 steps 4-6 (slot placement, normalisation, floor counts, remainder) and §8 (the draw from tickets)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ _SCALE = np.float64(TICKETS)  # 2^24: the product w * 2^24 is exact
 def place_slots(
     ranked: npt.NDArray[np.int64], member: npt.NDArray[np.bool_], e: npt.NDArray[np.float32]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """§5.4: the K slots in ascending ID order — members first (ID, exact fp64 weight), then empty slots (-1, 0) —
+    """§5 step 4: the K slots in ascending ID order — members first (ID, exact fp64 weight), then empty slots (-1, 0) —
     from the entries in rank order (``ranked`` [N, n] IDs, ``member`` [N, n], ``e`` [N, n] fp32 weights); and the
     slot of rank 0."""
     rows, n = ranked.shape
@@ -27,7 +27,8 @@ def place_slots(
 
 
 def pairwise_sum(w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """§5.4: the fp64 pairwise tree over the last axis (length a power of two), adjacent pairs first."""
+    """§5 step 4 (and §11.4 P4): the fp64 pairwise tree over the last axis (length a power of two), adjacent pairs
+    first."""
     s = w
     while s.shape[-1] > 1:
         s = s[..., 0::2] + s[..., 1::2]
@@ -35,13 +36,13 @@ def pairwise_sum(w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 
 def floor_counts(w: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """§5.4-5.5: c_j = floor(fl64(fl64(w_j * 2^24) / S)) per slot, S the pairwise sum of the row's slots."""
+    """§5 steps 4-5: c_j = floor(fl64(fl64(w_j * 2^24) / S)) per slot, S the pairwise sum of the row's slots."""
     s = pairwise_sum(w)
     return np.floor((w * _SCALE) / s[..., None]).astype(np.int64)
 
 
 def allocate(w: npt.NDArray[np.float64], rank0_slot: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """§5.4-5.6, floor-first: floor counts, then the remaining 2^24 - sum(c) tickets to the rank-0 slot."""
+    """§5 steps 4-6, floor-first: floor counts, then the remaining 2^24 - sum(c) tickets to the rank-0 slot."""
     c = floor_counts(w)
     remainder = TICKETS - c.sum(axis=-1)
     rows = np.arange(c.shape[0])
