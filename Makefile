@@ -296,7 +296,7 @@ ncu-gpu:
 	$(gpu_step)
 	OUT=$(OUT) bash tools/ncu_profile.sh
 
-# Everything under $(OUT) into one results_HHMMSS.tgz (the device tool brings back at most 8 files).
+# Everything under $(OUT) into one results_HHMMSS.tgz.
 gpu-pack:
 	cd $(OUT) && find . -mindepth 1 -maxdepth 1 ! -name '*.tgz' -printf '%P\n' \
 	  | tar czf results_$$(date +%H%M%S).tgz --remove-files -T - && ls -la

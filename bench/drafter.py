@@ -152,7 +152,7 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[d
 
 
 def speculative_step(batches: list[int]) -> list[dict[str, Any]]:
-    """One speculative step in one CUDA graph (issue 14, goal 2): the depth-5 draft (sampled, or greedy) of the
+    """One speculative step in one CUDA graph: the depth-5 draft (sampled, or greedy) of the
     Markov drafter at V = 163840 plus pp3's verifier on fixed target logits, captured together with device-tensor
     keys; beside the draft alone."""
     model = MarkovDrafter.random(V, RANK, seed=1, shards=1, gain=2, device="cuda")

@@ -28,7 +28,7 @@ def markdown(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
     for i, r in enumerate(runs):
         floor = ", ".join(f"{n} kernels {v['median_us']:.1f} µs" for n, v in r["floor"].items())
         # The stamp (pp3.testing.stamp) nests the versions under "packages"; the bench.json files of
-        # docs/gpu-runs carry them at the top level.
+        # records/ carry them at the top level.
         versions = r.get("packages") or r
         commit = f"commit {r.get('commit')}{' (dirty)' if r.get('dirty') else ''}"
         out.append(

@@ -19,7 +19,7 @@ What the strategies aim at (SPEC.md section in brackets):
   put exactly 64 / 65 / 128 / 129 entries at or above each threshold the kernels take (``column_threshold_case``,
   ``merge_threshold_case``) [§4.3];
 - batches mixing T0 (+0.0 and -0.0), sampled (> 0, +inf), bad-temperature (NaN, < 0) and failed rows [§3];
-- seeds, rounds and positions at the uint64 extremes [§8]; tau at its edges [§5.2].
+- seeds, rounds and positions at the uint64 extremes [§8]; tau at its edges [§2].
 """
 
 from __future__ import annotations

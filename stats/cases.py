@@ -54,7 +54,7 @@ def _with_remainder(row: npt.NDArray[np.float32], want: int, tau: float = DEFAUL
 
 
 def ticket_cases() -> list[Case]:
-    """Ticket vectors of the issue: uniform, peaked, one-hot, zero-ticket slots, < 32 slots, floor-first remainder."""
+    """The designed ticket vectors: uniform, peaked, one-hot, zero-ticket slots, < 32 slots, floor-first remainder."""
     rng = np.random.default_rng(_RNG_SEED)
     one_hot = np.full(32, -300.0, dtype=np.float32)
     one_hot[9] = 0.0

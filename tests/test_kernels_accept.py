@@ -94,6 +94,18 @@ def test_failed_rows_and_truncation() -> None:
     assert verify(**case).status.tolist() == [1, 3, 2, 0, 5, 0]
 
 
+@pytest.mark.parametrize("garbage", [-(1 << 31), -1, (1 << 31) - 1])
+def test_the_failed_draft_at_n_is_ignored_whatever_it_holds(garbage: int) -> None:
+    """§11.3: drafts n .. D-1 are ignored entirely. The bonus at index n once read the failed draft n's slots as Q*'s
+    corrections: negative tickets there gave a token outside the vocabulary."""
+    case = random_case(np.random.default_rng(0), 4, 3, 40, 1.0)
+    case["draft_status"][:, 1] = 1  # n = 1 in every row
+    case["draft_tickets"][:, 1, :] = garbage
+    case["draft_ids"][:2, 1, :] = np.arange(32, dtype=np.int32)[None, :] + 3  # IDs of the row, not empty
+    same(case, 16)
+    same(case)
+
+
 @pytest.mark.parametrize("kind", ["sum", "descending", "id_out_of_range", "full_after_empty"])
 def test_invalid_drafts(kind: str) -> None:
     case = random_case(np.random.default_rng(21), 2, 2, 40, 1.0)

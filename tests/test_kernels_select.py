@@ -227,7 +227,7 @@ def _tree_kernel(w_ptr: tl.tensor, out_ptr: tl.tensor, N: tl.constexpr, LOG: tl.
 
 @pytest.mark.parametrize("n", [32, 512, 4096])  # the selector's slots; the verifier's tile; a larger tile
 def test_kernel_tree_is_the_adjacent_pairs_tree(n: int) -> None:
-    """§5.4 / §11.4: ``_common._tree`` adds adjacent pairs first. Row 0 separates it from other orders: 1, 0,
+    """§5 step 4 / §11.4: ``_common._tree`` adds adjacent pairs first. Row 0 separates it from other orders: 1, 0,
     2^-53, 2^-53, then zeros sums to 1 + 2^-52 by the tree, to 1 by a left fold or by pairing halves first (i with
     i + n/2: 1 + 2^-53 rounds to 1 twice). Rows 1-3: random weights over 40 binades, against the reference's tree."""
     from pp3.reference import tickets

@@ -228,7 +228,7 @@ def jobs_for(world: int) -> list[Job]:
             Job("vocab", half, vocab=[300, 301]),
             Job("tile", half, tiles=[32, 64]),
             Job("merge", half, merges=[False, True]),
-            Job("merge_call", half, merges=[True, False], via=["propose"] * 2),  # issue 16: gloo aborted a rank
+            Job("merge_call", half, merges=[True, False], via=["propose"] * 2),  # gloo aborted a rank
             Job("calls", half, via=["check", "propose"]),  # the ranks are in different calls
             Job("seed", half, seeds=[1, 2]),
             Job("tau", half, taus=[0.7, 0.75]),

@@ -356,7 +356,7 @@ _SUM_ROWS = {  # h: weight 0.5, o: 1 (rank 0 at the first o), t/u: ~2^-55 / ~2^-
 
 @pytest.mark.parametrize("row", list(_SUM_ROWS))
 def test_sum_is_the_pairwise_tree(row: str) -> None:
-    """§5.4: S is the pairwise tree over 32 slots. In these rows another summation order absorbs each tiny weight
+    """§5 step 4: S is the pairwise tree over 32 slots. In these rows another summation order absorbs each tiny weight
     into the large partial sum and gives S = 2 (or 4), while the tree adds tiny weights together first and gives a
     larger S, which changes the
     floor counts of the 0.5-weight slots."""

@@ -478,6 +478,16 @@ def clarified_cases() -> list[AcceptCase]:
                     "n = 3 (NAN_LOGIT), +inf in the bonus row (POS_INF_LOGIT), -inf row 1 (ZERO_MASS); a NaN above "
                     "n = 1 is ignored (BAD_DRAFT); a NaN temperature (BAD_TEMPERATURE); the invalid draft alone",
                     target, draft, temp=[1.0, 1.0, 1.0, 1.0, NAN, 1.0], seed=[21, 22, 23, 24, 25, 26]))
+    target, draft = sampled_draft(930, 4, 3, 40, 1.0, [31, 32, 33, 34], 0, [0] * 4)
+    draft["draft_status"][:, 1] = 1  # n = 1 in every row: the bonus (or the correction of draft 0) at index <= 1
+    garbage = np.array([-(1 << 31), -1, (1 << 31) - 1, -(1 << 16)], np.int32)
+    draft["draft_tickets"][:, 1] = garbage[:, None]  # the failed draft's own slots
+    draft["draft_ids"][:2, 1] = np.arange(K, dtype=np.int32) + 3  # IDs of the row, where Q* would read them
+    add(accept_case("failed_draft_at_n_holds_garbage",
+                    "draft n = 1 failed and its own slots hold garbage (negative, huge tickets; in-row IDs): it is "
+                    "ignored like every draft after it (§11.3 step 1), so the bonus at index 1 is a draw from P_1 "
+                    "and never reads Q_1",
+                    target, draft, seed=[31, 32, 33, 34]))
     return cases
 
 

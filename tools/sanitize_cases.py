@@ -1,4 +1,4 @@
-"""The launchers on ordinary and adversarial inputs, for compute-sanitizer (issue 16): ``make sanitize-gpu`` runs
+"""The launchers on ordinary and adversarial inputs, for compute-sanitizer: ``make sanitize-gpu`` runs
 this module under memcheck, initcheck and racecheck on a CUDA GPU; each tool must report 0 errors.
 
     python -m tools.sanitize_cases [--device cpu]     (cpu: Triton's interpreter, TRITON_INTERPRET=1, V <= 5000)

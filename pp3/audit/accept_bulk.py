@@ -1,4 +1,4 @@
-"""Bulk parity of the Triton verifier with the NumPy reference (SPEC.md §11, issue 14 goal 3): request rows at
+"""Bulk parity of the Triton verifier with the NumPy reference (SPEC.md §11): request rows at
 V = 163840, every status, T0 and sampled rows, failed and truncated drafts, fp32/fp16/bf16, depths 1-8 and uint64
 edge keys, checked by equality of status, accepted and tokens.
 
@@ -262,9 +262,9 @@ def corrupt(target: torch.Tensor, draft: dict[str, npt.NDArray[Any]], plan: Plan
             rng = np.random.default_rng(int(plan.garbage_seed[i]))
             st[i, j] = TRUNCATE_STATUS[aux]
             st[i, j + 1 :] = rng.integers(-128, 128, size=d - j - 1)
-            tok[i, j + 1 :] = rng.integers(-2, v + 2, size=d - j - 1)
-            ids[i, j + 1 :] = rng.integers(-2, v + 2, size=ids[i, j + 1 :].shape)
-            tix[i, j + 1 :] = rng.integers(-(1 << 24), 1 << 24, size=tix[i, j + 1 :].shape)
+            tok[i, j:] = rng.integers(-2, v + 2, size=d - j)  # the failed draft j's own fields too
+            ids[i, j:] = rng.integers(-2, v + 2, size=ids[i, j:].shape)
+            tix[i, j:] = rng.integers(-(1 << 31), 1 << 31, size=tix[i, j:].shape)
             target[i, j + 1, col] = np.nan
         elif kind == BAD_DRAFT and st[i, j] == 0:  # one way of §11.3 step 3 (break_draft's rows are V = 40)
             name = BROKEN_DRAFTS[aux]

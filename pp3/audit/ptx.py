@@ -301,7 +301,8 @@ def audit(*, default_options: bool = False, digests: bool = False, sass: bool = 
         try:
             compiled = compile_launch(ln, default_options=default_options)
         except Exception as e:  # any failure to compile is a finding of its own
-            doc["failed"][ln.name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+            doc["failed"][ln.name] = f"{type(e).__name__}: {' / '.join(lines[:1] + lines[-1:])}"
             continue
         _findings(doc, ln.name, compiled, digests=digests, sass=sass)
     return _verdict(doc)

@@ -479,10 +479,13 @@ def _verify_residual_kernel(
         c = _floor_count(_weights(_load_fp32(row, offs, in_row, KIND), m, temp, c_ptr), s)
         tl.store(plain_ptr + pid, tl.sum(tl.where(in_row, c, 0)))
         sbase = (b * D + tl.minimum(a, D - 1)) * K
-        ids = tl.load(ids_ptr + sbase + tl.arange(0, K))  # ascending IDs, then empty slots (-1): the draft is valid
+        # Draft a's slots are Q* only if draft a was rejected (it is then valid: ascending IDs, empty slots -1); for
+        # the bonus they may hold anything (a failed draft at n, read as garbage), so only slots `here` count.
+        ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
         q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
         here = _masked_by((ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g), rejected)
-        tl.store(corr_ptr + pid, tl.sum(tl.minimum(_slot_counts(row, ids, here, m, temp, s, c_ptr, KIND), q)))
+        tile_corr = tl.where(here, tl.minimum(_slot_counts(row, ids, here, m, temp, s, c_ptr, KIND), q), 0)
+        tl.store(corr_ptr + pid, tl.sum(tile_corr))
         if _last_of_row(cnt_ptr, b, n_tiles):
             ti = tl.arange(0, NTP)
             live = ti < n_tiles

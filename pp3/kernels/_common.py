@@ -2,7 +2,7 @@
 
 Arithmetic model of every exact-path kernel: launched with ``enable_fp_fusion=False`` (no FMA contraction) and
 ``enable_reflect_ftz=False`` (subnormals kept), see ``config.EXACT``; fp32 division is ``div_rn``; no ``tl.exp``
-(the exponential is ``_expf``, SPEC.md §6); the only float reductions are the fixed pairwise trees of §5.4 and
+(the exponential is ``_expf``, SPEC.md §6); the only float reductions are the fixed pairwise trees of §5 step 4 and
 §11.4 (``_tree``); selection, ticket placement and the draws use integers. ``pp3.kernels.ptx_audit`` checks the
 compiled code of every kernel for instructions that would break this.
 """
@@ -159,14 +159,15 @@ def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
 
 @triton.jit
 def _tree(w: tl.tensor, N: tl.constexpr, LOG: tl.constexpr) -> tl.tensor:
-    """§5.4 / §11.4 P4: the fp64 pairwise tree over N = 2^LOG entries, adjacent pairs first (a fixed order on every
+    """§5 step 4 / §11.4 P4: the fp64 pairwise tree over N = 2^LOG entries, adjacent pairs first (a fixed order on every
     backend); a scalar."""
     s = w
     for i in tl.static_range(LOG):
         # Level i + 1: a sum over an axis of two is one addition, a + b = b + a (IEEE addition commutes), so the
         # order inside the pair is free and Triton keeps the work spread over the threads (a shuffle and one add per
         # level). tl.split + add gave the same bits but gathered the whole tree into every thread: 511 fp64 adds per
-        # thread for 512 entries instead of 25 (static SASS, bench/NOTES.md "Verifier attempt 3").
+        # thread for 512 entries instead of 25 (static SASS; bench/NOTES.md, "Verifier: the tree spread over the
+        # threads").
         s = tl.sum(tl.reshape(s, [N >> (i + 1), 2]), axis=1)
     return tl.sum(s, axis=0)  # one element: no rounding
 

@@ -318,12 +318,12 @@ def _finalize_kernel(
     x = tl.where(member, xbits.to(tl.float32, bitcast=True), m)
     ids = _key_id(top)
 
-    # 3. §5.1-5.3: d = x - m, z = d / tau (IEEE), e = expf(z).
+    # 3. §5 steps 1-3: d = x - m, z = d / tau (IEEE), e = expf(z).
     d = tl.where(ok & member, x - m, 0.0)  # 0 elsewhere: failed rows and empty slots stay NaN-free
     z = tl.math.div_rn(d, tau)
     e = _expf(z, c_ptr)
 
-    # 4. §5.4: slots in ascending ID order. Members (ranks 0..n-1) take slot = #members with a lower ID;
+    # 4. §5 step 4: slots in ascending ID order. Members (ranks 0..n-1) take slot = #members with a lower ID;
     # the others keep their rank (>= n), so slots are a permutation and empty slots come last.
     lower = (ids[None, :] < ids[:, None]) & member[None, :]
     slot_of = tl.where(member, tl.sum(lower.to(tl.int32), axis=1), slot)
@@ -337,9 +337,9 @@ def _finalize_kernel(
     # A failed row's candidates may be NaN; give it a harmless point mass (its outputs are overwritten in step 7).
     w = tl.where(ok, w, tl.where(slot == 0, 1.0, 0.0))
     tl.static_assert(K == 32)
-    total = _tree(w, K, 5)  # §5.4: the pairwise tree over the 32 slots
+    total = _tree(w, K, 5)  # §5 step 4: the pairwise tree over the 32 slots
 
-    # 5. §5.5-5.6: floor counts (w * 2^24 exact; fp64 IEEE division; trunc = floor for q >= 0), remainder to rank 0.
+    # 5. §5 steps 5-6: floor counts (w * 2^24 exact; fp64 IEEE division; trunc = floor for q >= 0), remainder to rank 0.
     c = ((w * TICKETS_F) / total).to(tl.int32)
     rem = -tl.sum(c) + TICKETS  # -x + C, not C - x: _common.TICKETS
     s_tickets = c + tl.where(s_ids == g, rem, 0)

@@ -1,8 +1,8 @@
 """Launch configuration of the Triton kernels: sizes, caps and options as data. Imports neither torch nor triton
 (the property strategies and the benchmark read it without them).
 
-No setting here changes a bit of any result: every float reduction of the kernels is in a fixed order (SPEC.md §5.4,
-§11.4), so tiles, warps, caps and programmatic dependent launch only change the speed.
+No setting here changes a bit of any result: every float reduction of the kernels is in a fixed order (SPEC.md §5
+step 4, §11.4), so tiles, warps, caps and programmatic dependent launch only change the speed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 MAX_TILE = 4096  # the selector's largest tile: 16 KiB of fp32 per program; smaller rows get smaller tiles
 # The verifier's tile: VERIFY_TILE for calls of more than VERIFY_SMALL_ENTRIES target entries, VERIFY_TILE_SMALL for
-# smaller ones (more programs per row); the H200 sweeps are in bench/NOTES.md, "Verifier attempt 4".
+# smaller ones (more programs per row); the H200 sweeps are in bench/NOTES.md, "Verifier: the chain without the
+# remainders".
 VERIFY_TILE = 2048
 VERIFY_TILE_SMALL = 1024
 VERIFY_SMALL_ENTRIES = 1 << 22  # B * (D + 1) * V: B <= 4 at depth 5 and V = 163840
