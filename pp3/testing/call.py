@@ -220,18 +220,28 @@ class Call:
         out: Proposal = select.propose(self.reference_logits(), self.temperature.copy(), *self.seeds(), self.tau)
         return out
 
-    def run_kernel(self, device: Any = None, **launch: Any) -> Proposal:
-        """The Triton selector on this call (``propose_sharded`` over ``cuts`` if any; column views, not copies) on
-        ``device`` (default: the CUDA GPU, else the CPU under the interpreter); the result as NumPy arrays."""
+    def run_kernel(self, device: Any = None) -> Proposal:
+        """The Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
+        interpreter), through the public launchers: ``propose``, or over ``cuts`` one ``tile_candidates`` per shard
+        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order. The result as
+        NumPy arrays."""
+        import torch
+
         from pp3 import kernels
 
         dev = default_device() if device is None else device
         x = self.torch_logits(dev)
+        args = (*self.kernel_row_args(dev), self.tau)
+        if not self.cuts:
+            out: Proposal = to_numpy(kernels.propose(x, *args, tile=self.tile))
+            return out
         edges = [0, *self.cuts, self.v]
-        shards = [x[:, a:c] for a, c in itertools.pairwise(edges)]
-        out: Proposal = to_numpy(
-            kernels.propose_sharded(shards, *self.kernel_row_args(dev), self.tau, tile=self.tile, **launch)
-        )
+        parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
+                 for a, c in itertools.pairwise(edges)]
+        # The shards' tiles side by side, as an exchange of them gives them (finalize checks what it is given).
+        cands = dataclasses.replace(parts[0], keys=torch.cat([p.keys for p in parts], 1).contiguous(),
+                                    flags=torch.cat([p.flags for p in parts], 1).contiguous(), spans={})
+        out = to_numpy(kernels.finalize(cands, *args, vocab_size=self.v))
         return out
 
     def __repr__(self) -> str:
