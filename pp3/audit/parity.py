@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
              f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
     table = Table()
     failures = Failures(args.out)
-    all_cases = [] if args.bulk_only else list(suites(full))
+    all_cases = [] if args.bulk_only else list(suites("full" if full else "standard"))
     for i, (suite, call) in enumerate(all_cases):
         t0 = time.perf_counter()
         ref, got, mism = run_case(call, device)

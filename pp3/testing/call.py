@@ -346,10 +346,11 @@ class AcceptCall:
     round: npt.NDArray[np.uint64]  # [B]
     position: npt.NDArray[np.uint64]  # [B], of draft 0
     tile: int | None = None  # the verifier's tile (None: its default)
+    name: str = ""  # what the call is, in reports
 
     @classmethod
     def of(cls, target_logits: Any, target_temperature: Any, seed: Any, round: Any, position: Any,
-           tile: int | None = None, **draft: Any) -> AcceptCall:
+           tile: int | None = None, name: str = "", **draft: Any) -> AcceptCall:
         """From the reference's calling convention (NumPy fp32 / fp16 target logits, scalars or [B] keys)."""
         from pp3.reference import _args
 
@@ -367,11 +368,26 @@ class AcceptCall:
             _args.as_uint64_rows("round", round, b),
             _args.as_uint64_rows("position", position, b),
             tile=tile,
+            name=name,
         )
 
     @property
     def b(self) -> int:
         return int(self.bits.shape[0])
+
+    @property
+    def depth(self) -> int:
+        return int(self.bits.shape[1]) - 1
+
+    @property
+    def v(self) -> int:
+        return int(self.bits.shape[2])
+
+    def row_inputs(self, r: int) -> str:
+        """One row's scalar inputs, in hex, enough to replay it with its drafts and target bits."""
+        t = self.temperature[r]
+        return (f"target_temperature 0x{int(t.view(np.uint32)):08x} ({float(t)!r}) seed 0x{int(self.seed[r]):016x} "
+                f"round 0x{int(self.round[r]):016x} position 0x{int(self.position[r]):016x}")
 
     def take(self, rows: Sequence[int]) -> AcceptCall:
         """The sub-batch (or permutation) of ``rows``, every per-row input carried along."""
