@@ -203,10 +203,13 @@ def _need_device(what: str, device: str | None) -> None:
 
 
 def _need_kernels_run(what: str) -> None:
-    """The Triton kernels run on a CUDA GPU, or on the CPU under TRITON_INTERPRET=1; refuses otherwise."""
-    _need(what, ("torch", "triton"))
+    """The Triton kernels run on a CUDA GPU, or on the CPU under TRITON_INTERPRET=1; refuses otherwise. triton is
+    imported last: its own jit functions (triton.language's) are interpreted only if TRITON_INTERPRET=1 was set
+    when it was first imported, for the whole process."""
+    _need(what, ("torch",))
     if not _cuda() and os.environ.get("TRITON_INTERPRET") != "1":
         raise Refusal(f"{what}: no CUDA GPU: set TRITON_INTERPRET=1 to run the kernels through Triton's interpreter")
+    _need(what, ("triton",))
 
 
 def _stamp() -> dict[str, Any]:

@@ -372,10 +372,14 @@ def _verify_and_replay(part: str, tmp_path: Path, capsys: pytest.CaptureFixture[
     report = json.loads(dump.with_suffix(".json").read_text())
     assert report["replay"] == f"pp3 verify --replay {dump}" and report["rows"]
     rc, out, _ = run(["verify", "--replay", str(dump)], capsys)
-    assert rc == 1 and "mismatching rows per field" in out
+    assert rc == 1 and "mismatching rows per field" in out and "replay: FAIL" in out
+    rc, out, _ = run(["verify", "--replay", str(dump), "--json"], capsys)
+    replayed = document(out)
+    assert rc == 1 and replayed["verdict"] == "FAIL" and replayed["kernel"] == kernel
+    assert replayed["case"] == report["case"] and any(replayed["mismatching_rows_per_field"].values())
     monkeypatch.undo()
-    rc, _, _ = run(["verify", "--replay", str(dump)], capsys)
-    assert rc == 0
+    rc, out, _ = run(["verify", "--replay", str(dump), "--json"], capsys)
+    assert rc == 0 and document(out)["verdict"] == "PASS"
 
 
 @needs_kernels

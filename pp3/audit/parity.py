@@ -179,16 +179,27 @@ def load_accept_case(path: str) -> AcceptCall:
                       name=str(z["name"]))
 
 
-def replay(path: str, device: Any) -> int:
-    """Re-run a dumped call on the kernel and the reference: exit status 1 if they differ."""
-    call: Call | AcceptCall = load_accept_case(path) if replay_kind(path) == "verifier" else load_case(path)
+def replay(path: str, device: Any, as_json: bool = False) -> int:
+    """Re-run a dumped call on the kernel and the reference (both outputs printed, or one JSON document): exit
+    status 1 if they differ."""
+    kind = replay_kind(path)
+    call: Call | AcceptCall = load_accept_case(path) if kind == "verifier" else load_case(path)
     ref, got = call.run_reference(), call.run_kernel(device)
     mism = rows_per_field(got, ref)
-    print(f"{call.name}: mismatching rows per field {mism}")
-    for f in mism:
-        print(f"reference {f}: {np.asarray(getattr(ref, f)).tolist()}")
-        print(f"kernel    {f}: {np.asarray(getattr(got, f)).tolist()}")
-    return 1 if any(mism.values()) else 0
+    verdict = "FAIL" if any(mism.values()) else "PASS"
+    if as_json:
+        doc = {"schema_version": SCHEMA_VERSION, "tool": "pp3 verify --replay", "verdict": verdict, "file": path,
+               "kernel": kind, "case": call.name, "mismatching_rows_per_field": mism,
+               "reference": {f: np.asarray(getattr(ref, f)).tolist() for f in mism},
+               "kernel_output": {f: np.asarray(getattr(got, f)).tolist() for f in mism}, "environment": environment()}
+        print(json.dumps(doc, indent=1))
+    else:
+        print(f"{call.name}: mismatching rows per field {mism}")
+        for f in mism:
+            print(f"reference {f}: {np.asarray(getattr(ref, f)).tolist()}")
+            print(f"kernel    {f}: {np.asarray(getattr(got, f)).tolist()}")
+        print(f"replay: {verdict}")
+    return 1 if verdict == "FAIL" else 0
 
 
 # ------------------------------------------------------------------------------------------------------ tables
@@ -371,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.replay:
-        return replay(args.replay, device)
+        return replay(args.replay, device, args.json)
     size = "quick" if args.quick else "full" if args.full or device.type == "cuda" else "standard"
     if size == "full" and device.type != "cuda":
         print("pp3 verify: --full runs the SPEC vocabularies (V up to 262144), for a CUDA GPU; in the interpreter "

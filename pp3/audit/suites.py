@@ -1,5 +1,7 @@
-"""The cases of the parity suite (``make verify``): seeded generators of selector calls (``pp3.testing.call.Call``,
-raw bits of each format), so every case can be rebuilt from its name and seed, and the hashed rows of the bulk suite.
+"""The cases of the parity suite (``pp3 verify``, ``make verify``): seeded generators of selector calls
+(``pp3.testing.call.Call``, raw bits of each format) and of verifier calls (``pp3.testing.call.AcceptCall``, see
+"the verifier" below), so every case can be rebuilt from its name and seed, and the hashed rows of the selector's
+bulk suite. Three sizes: quick, standard (the interpreter's default) and full (a GPU's).
 
 Which kernel path each vocabulary hits (launch 1's ``_top_k``, launch 2's merge; pp3/kernels/_select.py): V = 1, 31,
 32, 33 one tile of N <= 4K entries (all-pairs rank) and V < K; 65, 300 several tiles of 32 / 64 in the interpreter;
@@ -280,8 +282,8 @@ def _accept(case: dict[str, Any], name: str, fmt: str = "fp32", tile: int | None
 
 
 def accept_edges(v: int, tiles: tuple[int | None, ...] = (None,), seed: int = ACCEPT_SEED) -> Iterator[AcceptCall]:
-    """The named verifier calls at vocabulary ``v`` (>= 5; the random rows at each of ``tiles``, None the
-    verifier's default), and those that need V = 40 (``break_draft``) or V = 5."""
+    """The named verifier calls at vocabulary ``v`` (>= 3; the random rows at each of ``tiles``, None the
+    verifier's default)."""
     rng = np.random.default_rng(seed + v)
     for temp, tag in ((1.0, "T=1"), (0.3, "T=0.3"), (np.inf, "T=inf"), (0.0, "T0")):
         for tile in tiles:
@@ -303,6 +305,11 @@ def accept_edges(v: int, tiles: tuple[int | None, ...] = (None,), seed: int = AC
     yield _accept(case, f"accept-bad-temperature[V={v}]")
     case = random_accept_case(rng, 6, 3, v, 1.0)
     yield _accept(case | point_drafts(np.argmax(case["target_logits"][:, :-1], axis=-1)), f"accept-argmax[V={v}]")
+
+
+def accept_fixed(seed: int = ACCEPT_SEED) -> Iterator[AcceptCall]:
+    """The named verifier calls of a fixed vocabulary: the rejected Lemire word (V = 5), failed target rows and a
+    truncated round, and each invalid draft of ``BROKEN_DRAFTS`` (V = 40, as ``break_draft`` needs)."""
     yield _accept({"target_logits": np.zeros((1, 2, 5), dtype=np.float32), "target_temperature": 1.0,
                    **two_slot_draft(1, 1, 1, REJECT_Q, 3), "seed": REJECT_SEED_ACCEPT, "round": 0, "position": 0},
                   "accept-rejected-lemire-word[V=5]")
@@ -355,6 +362,8 @@ ACCEPT_SIZES: dict[str, AcceptSizes] = {
 def accept_suites(size: str, device: Any, seed: int = ACCEPT_SEED) -> Iterator[tuple[str, AcceptCall]]:
     """(suite, verifier call) pairs of a size (``ACCEPT_SIZES``): the named calls, then the request rows."""
     edge_sizes, plan_sizes = ACCEPT_SIZES[size]
+    for call in accept_fixed(seed):
+        yield "accept-edges", call
     for v, tiles in edge_sizes:
         for call in accept_edges(v, tiles, seed):
             yield "accept-edges", call
