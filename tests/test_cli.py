@@ -240,6 +240,14 @@ def test_verify_refuses_a_run_that_checks_nothing(capsys: pytest.CaptureFixture[
     assert_refused(rc, err, "check nothing")
 
 
+@needs_kernels
+def test_verify_full_in_the_interpreter_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    if CUDA:
+        pytest.skip("a CUDA GPU runs the full sizes")
+    rc, _, err = run(["verify", "--full"], capsys)  # V up to 262144 in the interpreter would take hours
+    assert_refused(rc, err, "--full", "CUDA GPU")
+
+
 @pytest.mark.parametrize(
     "args", [[], ["nope"], ["demo", "--rank", "2000"], ["verify", "--replay", "README.md"]], ids=repr
 )

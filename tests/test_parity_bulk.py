@@ -85,3 +85,20 @@ def test_the_verifier_calls_of_every_size_cover_each_clause(size: str) -> None:
     layouts = {accept_bulk.batch_layout(k) for _, batches, _ in plan_sizes for k in range(batches)}
     if size != "quick":
         assert layouts == {(d, f) for d in range(1, 9) for f in ("fp32", "fp16", "bf16")}
+
+
+def test_the_boundary_case_draws_exactly_on_a_slot_boundary() -> None:
+    """suites.boundary_case: u equals an odd cumulative ticket count, so the catalogue's off-by-one draw and its
+    23-bit uniform (which the random suites miss: each changes a row with probability ~2^-19) change its token."""
+    from pp3.reference.philox import proposal_uniform
+    from pp3.testing import mutants
+    from pp3.testing.compare import row_mismatch
+
+    call = suites.boundary_case(32)
+    want = call.run_reference()
+    u = proposal_uniform(*call.seeds())
+    cum = np.cumsum(want.tickets[0].astype(np.int64))
+    assert int(u[0]) == suites.BOUNDARY_U and suites.BOUNDARY_U in cum.tolist() and suites.BOUNDARY_U % 2 == 1
+    for name in ("draw-off-by-one", "uniform-23-bits"):
+        with mutants.patched(name):
+            assert row_mismatch(call.run_reference(), want).all(), name

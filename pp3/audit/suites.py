@@ -52,7 +52,7 @@ def _to_bits(x32: npt.NDArray[np.float32], fmt: str) -> npt.NDArray[Any]:
 
 
 def _call(name: str, fmt: str, x: npt.NDArray[np.float32], temp: npt.NDArray[np.float32],
-          keys: tuple[npt.NDArray[np.uint64], ...], tau: float, tile: int) -> Call:
+          keys: tuple[npt.NDArray[np.uint64], ...], tau: float, tile: int | None) -> Call:
     seed, rnd, pos = (tuple(int(v) for v in k) for k in keys)
     return Call(FORMATS[fmt], _to_bits(x, fmt), temp, seed, rnd, pos, tau, tile, True, name=name)
 
@@ -165,6 +165,21 @@ def random_case(
     return _call(f"random[V={v},B={b},{dtype},tile={tile}]", dtype, x, temperatures(rng, b, mix), keys, tau, tile)
 
 
+# A key whose §8 draw lands exactly on a slot boundary: for ``boundary_case``'s row the proposal uniform of seed
+# BOUNDARY_SEED (round 0, position 0) is u = 10959365, the cumulative count of an odd number of slots' tickets, so
+# a draw that takes u <= C_j for u < C_j, or a uniform whose low bit is lost, picks another slot. Found by search
+# over seeds 0 .. 2^21 (tests/test_parity_bulk.py checks that u is a boundary).
+BOUNDARY_SEED = 1793018
+BOUNDARY_U = 10959365
+
+
+def boundary_case(tile: int | None) -> Call:
+    """One fp32 row of V = 300 distinct, decreasing logits at T = 1, keyed so that u equals a cumulative count."""
+    x = np.linspace(-5.0, 5.0, 300, dtype=np.float32)[::-1].copy()[None]
+    return _call(f"boundary[V=300,u={BOUNDARY_U},tile={tile}]", "fp32", x, np.ones(1, np.float32),
+                 tuple(np.array([k], dtype=np.uint64) for k in (BOUNDARY_SEED, 0, 0)), DEFAULT_TAU, tile)
+
+
 def split_sizes(rng: np.random.Generator, v: int, n: int) -> tuple[int, ...]:
     """``n`` uneven contiguous shard sizes (each >= 1) that add up to ``v``."""
     n = max(1, min(n, v))
@@ -191,6 +206,7 @@ def suites(size: str, seed: int = 20261130) -> Iterator[tuple[str, Call]]:
         vocab = (1, 31, 33, 300) if size == "quick" else (1, 31, 32, 33, 65, 300)
         batches = (1, 3)
         tiles = (32, 64)
+    yield "edges", boundary_case(None if full else 32)
     for dtype in DTYPES:
         for v in vocab:
             yield "edges", edge_case(v, dtype, rng, tiles[-1] if full else 32)
