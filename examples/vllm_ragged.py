@@ -1,13 +1,17 @@
 """vLLM V1's ragged layout: keys gathered from per-request state tables, drafts cut to num_draft_tokens and
 flattened (cu_num_draft_tokens, draft_probs [num_tokens, V]), the target's flattened logits [num_tokens + B, V],
-both back in pp3's padded layout for its verifier, the emitted tokens packed, the tables advanced on the device.
+both back in pp3's padded layout for pp3's verifier kernel, the emitted tokens packed, the tables advanced on the
+device. The drafts (the selector kernel) and the verdicts (the verifier kernel) are checked bit for bit against the
+NumPy reference, and every round trip through the ragged layout exactly.
 
-    python examples/vllm_ragged.py    (a CUDA GPU: the Triton kernels; otherwise the NumPy reference)
+    python examples/vllm_ragged.py                      (a CUDA GPU: V = 1000)
+    TRITON_INTERPRET=1 python examples/vllm_ragged.py   (the CPU, Triton's interpreter: V = 200, slow)
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import torch
@@ -17,16 +21,21 @@ from pp3 import adapters
 from pp3.drafter import Draft, TPDrafter
 from pp3.testing.markov import MarkovDrafter
 
+dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+if dev.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    print("examples/vllm_ragged.py runs the Triton kernels: on a CUDA GPU, or on the CPU with TRITON_INTERPRET=1 "
+          "(Triton's interpreter)", file=sys.stderr)
+    sys.exit(2)
 # Sampled top-32 drafting is opt-in (pp3.drafter): it is not yet qualified for serving, so the default path stays
 # greedy and draft_sampled raises unless DSPARK_SAMPLED_TOP32=1 (read at each call). This example admits it.
 os.environ["DSPARK_SAMPLED_TOP32"] = "1"
 
-V, D, R = 1000, 3, 8  # vocabulary, draft depth, request-state slots
-dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+V = 1000 if dev.type == "cuda" else 200  # vocabulary (the interpreter runs every kernel program in NumPy)
+D, R = 3, 8  # draft depth, request-state slots
 small = MarkovDrafter.random(V, 16, seed=1, gain=2, device=dev)  # the drafter
 delta = (torch.randint(-1, 2, tuple(small.embedding.shape), generator=torch.Generator().manual_seed(0)) / 32).to(dev)
 target = MarkovDrafter(small.embedding + delta, torch.cat(small.shards, 1))  # the target: a perturbed copy
-drafter = TPDrafter(small, depth=D)
+drafter = TPDrafter(small, depth=D, backend="triton")  # the selector kernel at every depth
 # Per-request state, one entry per slot, on the device (vLLM MRV2 keeps such tables): int64 holding uint64 bits.
 seed_table = torch.arange(100, 100 + R, dtype=torch.int64, device=dev)
 round_table = torch.zeros(R, dtype=torch.int64, device=dev)
@@ -41,6 +50,10 @@ seed, rnd, pos = adapters.row_keys_from_table(seed_table, round_table, position_
 slots = idx_mapping.long()
 temperature, last = temperature_table[slots], last_table[slots]
 draft = drafter.draft_sampled(last[:, None], temperature, seed, rnd, pos)  # [B, D]; draft d at position pos + d
+twin = TPDrafter(small, depth=D, backend="reference").draft_sampled(last[:, None], temperature, seed, rnd, pos)
+assert all(torch.equal(x, y) for x, y in zip((draft.tokens, draft.status, draft.ids, draft.tickets),
+                                              (twin.tokens, twin.status, twin.ids, twin.tickets), strict=True)), \
+    "the selector kernel's drafts differ from the reference's"
 lengths = torch.tensor(num_draft_tokens, dtype=torch.int32, device=dev)
 ragged = adapters.draft_to_ragged(draft, N, lengths)
 draft_token_ids, cu_num_draft_tokens = ragged.tokens, ragged.cu[1:]  # vLLM V1's SpecDecodeMetadata fields
@@ -54,16 +67,16 @@ print(f"draft_token_ids {draft_token_ids.tolist()}, cu_num_draft_tokens {cu_num_
 
 
 def verify(logits: torch.Tensor, d: Draft) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(status, accepted, tokens) of pp3's verifier on padded target logits [B, D+1, V] and drafts [B, D]."""
-    if dev.type == "cuda":
-        from pp3.kernels import verify as verify_kernel
+    """(status, accepted, tokens) of pp3's verifier kernel on padded target logits [B, D+1, V] and drafts [B, D],
+    checked bit for bit against the NumPy reference."""
+    from pp3.kernels import verify as verify_kernel
 
-        v = verify_kernel(logits, temperature, d.tokens, d.status, d.ids, d.tickets, seed, rnd, pos)
-        return v.status, v.accepted, v.tokens
+    v = verify_kernel(logits, temperature, d.tokens, d.status, d.ids, d.tickets, seed, rnd, pos)
     u64 = {k: t.cpu().numpy().view(np.uint64) for k, t in (("seed", seed), ("round", rnd), ("position", pos))}
     r = pp3.verify(logits.cpu().numpy(), temperature.cpu().numpy(), **d.numpy(), **u64)
-    s, a, t = (torch.from_numpy(x).to(dev) for x in (r.status, r.accepted, r.tokens))
-    return s, a, t
+    assert all(np.array_equal(getattr(v, f).cpu().numpy(), getattr(r, f)) for f in ("status", "accepted", "tokens")), \
+        "the verifier kernel's verdict differs from the reference's"
+    return v.status, v.accepted, v.tokens
 
 
 def same(xs: tuple[torch.Tensor, ...], ys: tuple[torch.Tensor, ...]) -> bool:
@@ -81,6 +94,7 @@ assert same(verify(padded, cut), (status, accepted, tokens)) and bool((status ==
 emitted, cu_emitted = adapters.verdict_to_ragged(tokens, accepted)  # packed per request, -1 after the last
 assert same(adapters.verdict_from_ragged(emitted, cu_emitted, D), (tokens, accepted))
 print("round trip exact: drafts, target logits and verdicts through vLLM's ragged layout verify as the padded ones")
+print(f"kernels on {dev.type} (V = {V}): drafts and verdicts equal the reference's, bit for bit")
 print(f"accepted {accepted.tolist()}, output_token_ids {tokens.tolist()}, cu {cu_emitted.tolist()}")
 # The next round's keys, written back into the tables on the device (no host read): a new round, draft 0 after the
 # emitted tokens, the last emitted token as the context.

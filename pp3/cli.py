@@ -1,30 +1,221 @@
-"""``pp3`` / ``python -m pp3``: the command line of the installed package.
+"""``pp3`` / ``python -m pp3``: the command line of the installed package (argparse; ``pp3 --help``).
 
-    pp3 verify [ARGS]        bitwise parity of the Triton kernels with the reference (pp3.audit.parity; --json)
-    pp3 conformance [--json] the conformance files (pp3/conformance) against the installed implementation
-    pp3 demo [--json]        the speculation loop: Markov drafter + Markov target, greedy and sampled drafting
-    pp3 audit-e2e [--json]   the end-to-end losslessness audit (pp3.audit.e2e)
-
-``stats`` and ``bench`` are repository tools (``make stats``, ``make bench``), not part of the package. Every
-``--json`` output is one JSON document on stdout, with the environment stamp; progress goes to stderr. Sampled
-drafting is admitted only with DSPARK_SAMPLED_TOP32=1 in the environment (pp3.drafter).
+Every subcommand's options are range-checked when they are parsed; every refusal (a bad option, a missing extra, a
+device that is not there) is one line on stderr with exit status 2 and no traceback. A run that checks something
+exits 0 on PASS and 1 on FAIL; its ``--json`` output is one JSON document on stdout with ``"schema_version": 1``,
+``"verdict": "PASS" | "FAIL"`` and the environment stamp; progress goes to stderr. Importing this module imports
+neither torch nor triton.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import math
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 
 DIST = "pp3-exact"  # the distribution's name (the import package is pp3)
+SCHEMA_VERSION = 1
+MAX_VOCAB = (1 << 31) - 1  # SPEC.md: token IDs are int32
+
+DESCRIPTION = """\
+pp3: exact, reproducible sampled draft proposals for speculative decoding and their lossless verification
+(SPEC.md: the selector dyadic24-floor-first-v1 and the verifier accept-dyadic24-v1)."""
+
+EPILOG = """\
+Run "pp3 COMMAND --help" for a command's options. Exit status: 0 pass, 1 fail, 2 refused (one line on
+stderr). Every --json output is one JSON document on stdout with "schema_version": 1, "verdict": "PASS" or
+"FAIL" and an environment stamp; progress goes to stderr. verify, demo and audit-e2e need the kernels extra
+(pip install 'pp3-exact[kernels]'); without a CUDA GPU the kernels run in Triton's interpreter when
+TRITON_INTERPRET=1 is set. Sampled drafting is admitted only with DSPARK_SAMPLED_TOP32=1 in the environment.
+stats and bench are repository tools: run "make stats" or "make bench" in a checkout."""
+
+
+class Refusal(Exception):
+    """A run that cannot start: its message is printed as one line on stderr, and the exit status is 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: "PROG: MESSAGE (see PROG --help)" on stderr, exit status 2. ``commands``: the
+    subcommands' parsers by name (``pp3``'s own parser)."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def error(self, message: str) -> NoReturn:
+        line = " ".join(message.split())
+        self.exit(2, f"{self.prog}: {line} (see {self.prog} --help)\n")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Each option's help with its default ("(default: ...)", unless the help says it or there is none to show:
+    a flag, or None)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return self.help_text(action)
+
+    @staticmethod
+    def help_text(action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "(default" in text or default is None or default is argparse.SUPPRESS or isinstance(default, bool):
+            return text
+        if not action.option_strings:
+            return text
+        shown = " ".join(str(v) for v in default) if isinstance(default, list | tuple) else str(default)
+        return f"{text} (default: {shown})"
+
+
+def version() -> str:
+    """The installed distribution's version (importlib.metadata), else the package's own ``__version__``."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DIST)
+    except metadata.PackageNotFoundError:
+        import pp3
+
+        return pp3.__version__
+
+
+# ---------------------------------------------------------------------------------------------- option types
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer in lo .. hi."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer in {lo} .. {hi}, got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in {lo} .. {hi}, got {v}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _fp32(*, zero: bool) -> Callable[[str], float]:
+    """An argparse type: a number that fp32 holds as a finite value > 0 (or exactly 0 with ``zero``); the value as
+    fp32 rounds it (what the kernels and the reference compute with)."""
+    what = "0 or a positive number" if zero else "a positive number"
+
+    def parse(text: str) -> float:
+        v = _float(text)
+        with np.errstate(all="ignore"):
+            v32 = float(np.float32(v))
+        if zero and v == 0.0:
+            return 0.0
+        if not (math.isfinite(v) and v > 0.0):
+            raise argparse.ArgumentTypeError(f"expected {what} that fp32 holds, got {text!r}")
+        if not math.isfinite(v32):
+            raise argparse.ArgumentTypeError(f"{text} rounds to inf in fp32 (the largest fp32 is about 3.4e38)")
+        if v32 == 0.0:
+            raise argparse.ArgumentTypeError(f"{text} rounds to 0 in fp32 (the smallest positive fp32 is 1.4e-45)")
+        return v32
+
+    parse.__name__ = "number"
+    return parse
+
+
+def _open_interval(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        v = _float(text)
+        if not lo < v < hi:  # NaN too
+            raise argparse.ArgumentTypeError(f"expected a number in ({lo:g}, {hi:g}), got {text!r}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
+
+
+def _replay_file(text: str) -> str:
+    """An argparse type: a file that ``pp3 verify`` wrote for ``--replay``."""
+    from pp3.audit.parity import replay_kind
+
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    if replay_kind(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a failing case written by pp3 verify (selector_first.npz or verifier_first.npz)")
+    return text
+
+
+def _writable_file(flag: str, path: str | None) -> None:
+    """Refuses (before the work, not after) an output file that cannot be written."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not (os.path.isdir(folder) and os.access(folder, os.W_OK)) or os.path.isdir(path):
+        raise Refusal(f"{flag}: cannot write {path!r} (no writable folder {folder!r})")
+
+
+def _writable_folder(flag: str, path: Path) -> None:
+    """Refuses an output folder that could not be made or written (its nearest existing ancestor decides)."""
+    p = path.resolve()
+    while not p.exists():
+        p = p.parent
+    if not p.is_dir() or not os.access(p, os.W_OK):
+        raise Refusal(f"{flag}: cannot write under {str(path)!r} ({str(p)!r} is not a writable folder)")
+
+
+# ---------------------------------------------------------------------------------------------- environment
+
+
+def _need(what: str, modules: Sequence[str], extra: str | None = "kernels") -> None:
+    """Refuses, naming what is missing and the extra that brings it, unless every module imports."""
+    absent = []
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except ImportError:
+            absent.append(m)
+    if absent:
+        hint = f"pip install '{DIST}[{extra}]'" if extra else f"pip install {' '.join(absent)}"
+        raise Refusal(f"{what} needs {', '.join(absent)}: {hint}")
+
+
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _need_device(what: str, device: str | None) -> None:
+    if device == "cuda" and not _cuda():
+        raise Refusal(f"{what}: --device cuda, but torch sees no CUDA GPU")
+
+
+def _need_kernels_run(what: str) -> None:
+    """The Triton kernels run on a CUDA GPU, or on the CPU under TRITON_INTERPRET=1; refuses otherwise. triton is
+    imported last: its own jit functions (triton.language's) are interpreted only if TRITON_INTERPRET=1 was set
+    when it was first imported, for the whole process."""
+    _need(what, ("torch",))
+    if not _cuda() and os.environ.get("TRITON_INTERPRET") != "1":
+        raise Refusal(f"{what}: no CUDA GPU: set TRITON_INTERPRET=1 to run the kernels through Triton's interpreter")
+    _need(what, ("triton",))
+
+
+def _stamp() -> dict[str, Any]:
+    from pp3.testing.stamp import environment
+
+    return environment()
 
 
 class ProgressBar:
@@ -52,45 +243,119 @@ class ProgressBar:
             self.last = tag
 
 
-def _missing(command: str, modules: Sequence[str], extra: str) -> bool:
-    """Print one line naming what ``command`` lacks (and the extra that brings it); True if anything is missing."""
-    absent = [m for m in modules if importlib.util.find_spec(m) is None]
-    if absent:
-        print(f"pp3 {command}: needs {', '.join(absent)}: pip install '{DIST}[{extra}]'", file=sys.stderr)
-    return bool(absent)
+# ---------------------------------------------------------------------------------------------- verify
 
 
-def _finite(name: str, lo: float, *, low_open: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite float >= lo (> lo with ``low_open``)."""
+def add_verify(sub: Any) -> None:
+    from pp3.audit.parity import PARTS
 
-    def parse(text: str) -> float:
-        v = float(text)
-        if not math.isfinite(v) or v < lo or (low_open and v == lo):
-            raise argparse.ArgumentTypeError(f"{name}: expected a finite number {'>' if low_open else '>='} {lo}")
-        return v
+    ap = sub.add_parser(
+        "verify", help="bitwise parity of both Triton kernels with the reference, and the conformance files",
+        formatter_class=HelpFormatter,
+        description="Bitwise parity of the Triton selector (SPEC.md §2-§8) and verifier (§11) with the NumPy "
+        "reference, and the conformance files on both. PASS (exit 0) only if every part passes; FAIL (exit 1) "
+        "otherwise, the first mismatching call of each kernel written to --out with the command that replays it. "
+        "On a CUDA GPU the kernels run natively at full sizes; without one, under TRITON_INTERPRET=1, in Triton's "
+        "interpreter at the standard sizes (a few minutes) or --quick (about a minute).",
+    )
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_true",
+                      help="full sizes: the SPEC vocabularies up to V = 262144 (the default on a CUDA GPU)")
+    size.add_argument("--quick", action="store_true", help="the smallest sizes (about a minute in the interpreter)")
+    ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), metavar="PART",
+                    help=f"what to check, any of: {', '.join(PARTS)}")
+    ap.add_argument("--bulk-rows", type=_int_in(0, 10**9), default=None, metavar="N",
+                    help="random selector rows at --bulk-vocab, 0 .. 10^9 (default: 10^6 on a GPU, 0 otherwise)")
+    ap.add_argument("--bulk-seed", type=_int_in(0, 2**32 - 1), default=0, metavar="S",
+                    help="seed of the bulk rows, 0 .. 2^32-1; calls with distinct seeds check distinct rows")
+    ap.add_argument("--bulk-only", action="store_true", help="run only the selector's bulk rows")
+    ap.add_argument("--bulk-vocab", type=_int_in(1, 262144), default=163840, metavar="V",
+                    help="vocabulary of the bulk rows, 1 .. 262144 (four shared buffers of 1024 rows each)")
+    ap.add_argument("--json", action="store_true", help="print one JSON document (stamp and tables) on stdout")
+    ap.add_argument("--out", type=Path, default=Path("verify-failures"), metavar="DIR",
+                    help="where the first failing case of each kernel is written")
+    ap.add_argument("--replay", type=_replay_file, metavar="FILE",
+                    help="re-run one written case (selector_first.npz or verifier_first.npz) on both implementations")
+    ap.set_defaults(run=cmd_verify)
 
-    return parse
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    _need_kernels_run("pp3 verify")
+    if args.replay is None:
+        _writable_folder("--out", args.out)
+    from pp3.audit import parity
+
+    return parity.run(args)
 
 
-def _at_least(name: str, lo: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        v = int(text)
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= {lo}, got {v}")
-        return v
-
-    return parse
+# ---------------------------------------------------------------------------------------------- conformance
 
 
-def _writable(flag: str, path: str | None) -> bool:
-    """Whether an output file can be written (checked before the work, not after): prints one line if not."""
-    if path is None:
-        return True
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(folder) and os.access(folder, os.W_OK) and not os.path.isdir(path):
-        return True
-    print(f"pp3: {flag}: cannot write {path!r} (no writable folder {folder!r})", file=sys.stderr)
-    return False
+def add_conformance(sub: Any) -> None:
+    ap = sub.add_parser(
+        "conformance", help="the conformance files against the installed implementation",
+        formatter_class=HelpFormatter,
+        description="The conformance files (pp3/conformance: golden vectors of both kernels, Philox4x64-10 known "
+        "answers, the exponential's worst cases) against the installed NumPy reference, and against the Triton "
+        "kernels where they run.",
+    )
+    ap.add_argument("--kernels", choices=("auto", "yes", "no"), default="auto",
+                    help="also run the kernels: auto (if torch and triton import and there is a CUDA GPU or "
+                         "TRITON_INTERPRET=1), yes (refused where they cannot run), no")
+    ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    ap.set_defaults(run=cmd_conformance)
+
+
+def cmd_conformance(args: argparse.Namespace) -> int:
+    if args.kernels == "yes":
+        _need_kernels_run("pp3 conformance --kernels yes")
+    from pp3.audit import conformance
+
+    report = conformance.run(kernels={"auto": None, "yes": True, "no": False}[args.kernels])
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(conformance.render(report))
+    return 0 if report["verdict"] == "PASS" else 1
+
+
+# ---------------------------------------------------------------------------------------------- audit-e2e
+
+
+def add_audit(sub: Any) -> None:
+    ap = sub.add_parser(
+        "audit-e2e", help="the end-to-end losslessness audit (Markov drafter and target)",
+        formatter_class=HelpFormatter,
+        description="End-to-end losslessness audit (pp3.audit.e2e): speculative generation with a Markov drafter "
+        "and target, chi-square tests of the first three tokens' joint law and of the first round's accepted "
+        "count against their exact laws (Holm over each family), and every planted bug caught. Needs "
+        "DSPARK_SAMPLED_TOP32=1.",
+    )
+    ap.add_argument("--n", type=_int_in(1, 10**9), default=100_000, help="sequences per case, 1 .. 10^9")
+    ap.add_argument("--mutant-n", type=_int_in(1, 10**9), default=None,
+                    help="sequences per planted-bug case, 1 .. 10^9 (default: --n)")
+    ap.add_argument("--temperatures", type=_fp32(zero=True), nargs="+", default=[0.0, 0.5, 1.0, 2.0], metavar="T",
+                    help="target temperatures: 0 (greedy) or positive numbers that fp32 holds")
+    ap.add_argument("--mutant-temperatures", type=_fp32(zero=False), nargs="+", default=[0.5, 1.0, 2.0],
+                    metavar="T", help="target temperatures of the planted-bug cases: positive numbers that fp32 holds")
+    ap.add_argument("--no-mutants", action="store_true", help="skip the planted-bug power demonstration")
+    ap.add_argument("--alpha", type=_open_interval(0.0, 1.0), default=0.01, help="family-wise alpha (Holm), in (0, 1)")
+    ap.add_argument("--vocab", type=_int_in(2, 64), default=8,
+                    help="vocabulary V, 2 .. 64 (the joint law of three tokens has V^3 bins)")
+    ap.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0, help="seed of the sequences, 0 .. 2^32-1")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the drafter runs")
+    ap.add_argument("--verifier", choices=("reference", "triton", "flashinfer"), default="reference",
+                    help="reference, triton (the kernel: a CUDA GPU or TRITON_INTERPRET=1) or flashinfer "
+                    "(FlashInfer's chain_speculative_sampling fed pp3's exact q; needs --device cuda; its planted bug "
+                    "feeds it the greedy path's q)")
+    ap.add_argument("--batch", type=_int_in(1, 1 << 20), default=1 << 16,
+                    help="sequences per simulated batch, 1 .. 2^20")
+    ap.add_argument("--plot", metavar="PNG", default=None,
+                    help="write the acceptance / tokens-per-step plot here (needs matplotlib)")
+    ap.add_argument("--markdown", metavar="MD", default=None, help="write the tables here")
+    ap.add_argument("--json", action="store_true", help="print the full log as one JSON document on stdout")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.set_defaults(run=cmd_audit)
 
 
 def _verifier(name: str) -> Callable[..., Any] | None:
@@ -115,81 +380,24 @@ def _verifier_mutants(name: str, none: bool) -> dict[str, Callable[..., Any]]:
     return {"flashinfer-q-from-greedy": flashinfer_verifier(q="greedy", seed=1)}
 
 
-# ---------------------------------------------------------------------------------------------------- commands
-
-
-def cmd_verify(argv: Sequence[str]) -> int:
-    if _missing("verify", ("torch", "triton"), "kernels"):
-        return 2
-    from pp3.audit.parity import main as parity_main
-
-    return parity_main(list(argv))
-
-
-def cmd_conformance(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="pp3 conformance", description="The conformance files (pp3/conformance) "
-                                 "against the installed reference, and against the kernels where they run.")
-    ap.add_argument("--kernels", choices=("auto", "yes", "no"), default="auto",
-                    help="also run the kernels: auto (if torch and triton import and there is a GPU or "
-                         "TRITON_INTERPRET=1), yes, no")
-    ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    args = ap.parse_args(argv)
-    from pp3.audit import conformance
-
-    if args.kernels == "yes" and _missing("conformance --kernels yes", ("torch", "triton"), "kernels"):
-        return 2
-    report = conformance.run(kernels={"auto": None, "yes": True, "no": False}[args.kernels])
-    if args.json:
-        print(json.dumps(report, indent=1))
-    else:
-        print(conformance.render(report))
-    return 0 if report["passed"] else 1
-
-
-def cmd_audit(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="pp3 audit-e2e", description="End-to-end losslessness audit (pp3.audit.e2e).")
-    ap.add_argument("--n", type=_at_least("--n", 1), default=100_000, help="sequences per case (default 10^5)")
-    ap.add_argument("--mutant-n", type=_at_least("--mutant-n", 1), default=None,
-                    help="sequences per planted-bug case (default: --n)")
-    ap.add_argument("--temperatures", type=_finite("--temperatures", 0.0), nargs="+", default=[0.0, 0.5, 1.0, 2.0])
-    ap.add_argument("--mutant-temperatures", type=_finite("--mutant-temperatures", 0.0, low_open=True), nargs="+",
-                    default=[0.5, 1.0, 2.0])
-    ap.add_argument("--no-mutants", action="store_true", help="skip the planted-bug power demonstration")
-    ap.add_argument("--alpha", type=_finite("--alpha", 0.0, low_open=True), default=0.01,
-                    help="family-wise alpha (Holm), in (0, 1)")
-    ap.add_argument("--vocab", type=_at_least("--vocab", 2), default=8)
-    ap.add_argument("--seed", type=_at_least("--seed", 0), default=0)
-    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the drafter runs")
-    ap.add_argument("--verifier", choices=("reference", "triton", "flashinfer"), default="reference",
-                    help="flashinfer: FlashInfer's chain_speculative_sampling fed pp3's exact q (needs --device cuda); "
-                    "its planted bug feeds it the greedy path's q")
-    ap.add_argument("--batch", type=_at_least("--batch", 1), default=1 << 16, help="sequences per simulated batch")
-    ap.add_argument("--plot", metavar="PNG", help="write the acceptance / tokens-per-step plot here (matplotlib)")
-    ap.add_argument("--markdown", metavar="MD", help="write the tables here")
-    ap.add_argument("--json", action="store_true", help="print the full log as one JSON document on stdout")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = ap.parse_args(argv)
-    if args.alpha >= 1.0:
-        ap.error("--alpha: expected a number in (0, 1)")
-
+def cmd_audit(args: argparse.Namespace) -> int:
+    _need("pp3 audit-e2e", ("torch",))  # before pp3.drafter, which imports it
     from pp3.drafter import SAMPLED_ENV, sampled_enabled
 
     if not sampled_enabled():
-        print(f"pp3 audit-e2e: the audit drafts with draft_sampled; set {SAMPLED_ENV}=1", file=sys.stderr)
-        return 2
-    if _missing("audit-e2e", ("torch",), "kernels") or (
-        args.verifier == "triton" and _missing("audit-e2e --verifier triton", ("triton",), "kernels")
-    ):
-        return 2
-    if args.verifier == "flashinfer" and args.device != "cuda":
-        print("pp3 audit-e2e: --verifier flashinfer runs on the GPU; give --device cuda", file=sys.stderr)
-        return 2
-    if args.plot and _missing("audit-e2e --plot", ("matplotlib",), "plot"):
-        return 2
-    if not (_writable("--plot", args.plot) and _writable("--markdown", args.markdown)):
-        return 2
+        raise Refusal(f"pp3 audit-e2e: the audit drafts with draft_sampled; set {SAMPLED_ENV}=1")
+    _need_device("pp3 audit-e2e", args.device)
+    if args.verifier == "triton":
+        _need_kernels_run("pp3 audit-e2e --verifier triton")
+    if args.verifier == "flashinfer":
+        if args.device != "cuda":
+            raise Refusal("pp3 audit-e2e: --verifier flashinfer runs on the GPU; give --device cuda")
+        _need("pp3 audit-e2e --verifier flashinfer", ("flashinfer",), extra=None)
+    if args.plot:
+        _need("pp3 audit-e2e --plot", ("matplotlib",), "plot")
+    _writable_file("--plot", args.plot)
+    _writable_file("--markdown", args.markdown)
     from pp3.audit import e2e
-    from pp3.testing.stamp import environment
 
     setup = e2e.make_setup(vocab=args.vocab, device=args.device)
     bar = ProgressBar(not args.quiet)
@@ -215,55 +423,78 @@ def cmd_audit(argv: Sequence[str]) -> int:
     )
     if audit.mutants:
         text += f"\n{audit.mutant_table()}\n"
-    text += f"\n{'PASS' if audit.passed else 'FAIL'} ({seconds:.0f}s)\n"
+    text += f"\naudit-e2e: {'PASS' if audit.passed else 'FAIL'} ({seconds:.0f}s)\n"
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)
     if args.plot:
         e2e.plot(audit, args.plot)
     if args.json:
-        log = audit.to_json() | {"seconds": round(seconds, 1), "environment": environment()}
+        log = audit.to_json() | {"verifier": args.verifier, "seconds": round(seconds, 1), "environment": _stamp()}
         print(json.dumps(log, indent=1))
     else:
         print(text)
     return 0 if audit.passed else 1
 
 
-def cmd_demo(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="pp3 demo", description="The speculation loop on a Markov drafter and target.")
-    ap.add_argument("--vocab", type=_at_least("--vocab", 2), default=4096)
-    ap.add_argument("--rank", type=_at_least("--rank", 1), default=64)
-    ap.add_argument("--depth", type=_at_least("--depth", 1), default=5)
-    ap.add_argument("--batch", type=_at_least("--batch", 1), default=4)
-    ap.add_argument("--rounds", type=_at_least("--rounds", 1), default=8)
-    ap.add_argument("--shards", type=_at_least("--shards", 1), default=2,
-                    help="vocabulary shards of the drafter's projection")
-    ap.add_argument("--gain", type=int, default=2, help="drafter logits scaled by 2^gain (peakedness)")
-    ap.add_argument("--temperature", type=_finite("--temperature", 0.0), default=1.0, help="the target temperature")
-    ap.add_argument("--tau", type=_finite("--tau", 0.0, low_open=True), default=1.0,
-                    help="the drafter temperature (selector)")
-    ap.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")
-    ap.add_argument("--verifier", choices=("reference", "triton"), default="reference")
+# ---------------------------------------------------------------------------------------------- demo
+
+
+def add_demo(sub: Any) -> None:
+    ap = sub.add_parser(
+        "demo", help="the speculation loop with a Markov drafter and target", formatter_class=HelpFormatter,
+        description="The speculation loop (draft, score, verify, advance) on a Markov drafter and a perturbed copy "
+        "of it as the target, greedy drafting and (with DSPARK_SAMPLED_TOP32=1) sampled drafting. With --verifier "
+        "triton every round's verdict is also compared with the reference's, bit for bit: the verdict is FAIL if "
+        "any differs.",
+    )
+    ap.add_argument("--vocab", type=_int_in(2, 262144), default=4096, help="vocabulary V, 2 .. 262144")
+    ap.add_argument("--rank", type=_int_in(1, 1024), default=64,
+                    help="rank of the drafter's factorised logits, 1 .. 1024 (exact dyadic logits)")
+    ap.add_argument("--depth", type=_int_in(1, 32), default=5, help="drafts per round, 1 .. 32")
+    ap.add_argument("--batch", type=_int_in(1, 4096), default=4, help="sequences, 1 .. 4096")
+    ap.add_argument("--rounds", type=_int_in(1, 10_000), default=8, help="speculation rounds, 1 .. 10000")
+    ap.add_argument("--shards", type=_int_in(1, 64), default=2,
+                    help="vocabulary shards of the drafter's projection, 1 .. 64 (at most --vocab)")
+    ap.add_argument("--gain", type=_int_in(-8, 8), default=2,
+                    help="drafter logits scaled by 2^gain (peakedness), -8 .. 8 (exact dyadic logits)")
+    ap.add_argument("--temperature", type=_fp32(zero=True), default=1.0,
+                    help="the target temperature: 0 (greedy) or a positive number that fp32 holds")
+    ap.add_argument("--tau", type=_fp32(zero=False), default=1.0,
+                    help="the drafter temperature of the selector: a positive number that fp32 holds")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                    help="where the drafter and target run (default: cuda if torch sees a GPU, else cpu)")
+    ap.add_argument("--verifier", choices=("reference", "triton"), default="reference",
+                    help="reference, or triton (the kernel, on a CUDA GPU or under TRITON_INTERPRET=1)")
     ap.add_argument("--latency", action="store_true", help="also time the draft loop (CUDA graph on a GPU)")
-    ap.add_argument("--replays", type=_at_least("--replays", 1), default=200)
+    ap.add_argument("--replays", type=_int_in(1, 100_000), default=200, help="timed draft calls, 1 .. 100000")
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    ap.add_argument("--quiet", action="store_true")
-    args = ap.parse_args(argv)
-    if _missing("demo", ("torch",), "kernels") or (
-        args.verifier == "triton" and _missing("demo --verifier triton", ("triton",), "kernels")
-    ):
-        return 2
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.set_defaults(run=cmd_demo)
+
+
+def _reference_verify(**kw: Any) -> Any:
+    from pp3.reference import verify
+
+    return verify(**kw)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if args.shards > args.vocab:
+        raise Refusal(f"pp3 demo: --shards {args.shards}: at most --vocab = {args.vocab}")
+    _need("pp3 demo", ("torch",))
+    _need_device("pp3 demo", args.device)
+    if args.verifier == "triton":
+        _need_kernels_run("pp3 demo --verifier triton")
 
     import torch
 
     from pp3.drafter import SAMPLED_ENV, TPDrafter, sampled_enabled
     from pp3.speculate import MODES, speculation_round
+    from pp3.testing.compare import row_mismatch
     from pp3.testing.markov import MarkovDrafter
-    from pp3.testing.stamp import environment
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.shards > args.vocab:
-        ap.error(f"--shards: at most --vocab = {args.vocab}")
     drafter_model = MarkovDrafter.random(args.vocab, args.rank, seed=1, shards=args.shards, gain=args.gain,
                                          device=device)
     # The target: the drafter's embedding plus a small dyadic perturbation (logits exact on every device).
@@ -276,15 +507,28 @@ def cmd_demo(argv: Sequence[str]) -> int:
                 for j in range(before.shape[1])]
         return torch.stack(rows, dim=1).float().cpu().numpy()
 
+    checks = {"verdicts": 0, "verdicts_differing_from_reference": 0}
+    kernel = _verifier(args.verifier)
+
+    def verify(**kw: Any) -> Any:
+        if kernel is None:
+            return _reference_verify(**kw)
+        got = kernel(**kw)
+        checks["verdicts"] += 1
+        checks["verdicts_differing_from_reference"] += int(row_mismatch(got, _reference_verify(**kw)).any())
+        return got
+
     drafter = TPDrafter(drafter_model, args.depth, tau=args.tau)
-    verify = _verifier(args.verifier) or _reference_verify
     modes = [m for m in MODES if m == "greedy" or sampled_enabled()][::-1]
     if "sampled" not in modes and not args.quiet:
         print(f"pp3 demo: sampled drafting skipped (set {SAMPLED_ENV}=1 to admit it)", file=sys.stderr)
     bar = ProgressBar(not args.quiet)
-    report: dict[str, Any] = {"vocab": args.vocab, "depth": args.depth, "batch": args.batch,
-                              "temperature": args.temperature, "device": device, "modes": {}}
+    report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "tool": "pp3 demo", "verdict": "FAIL",
+                              "vocab": args.vocab, "depth": args.depth, "batch": args.batch,
+                              "temperature": args.temperature, "tau": args.tau, "device": device,
+                              "verifier": args.verifier, "modes": {}, "checks": checks}
     b = args.batch
+    failure: str | None = None
     for mode in modes:
         seqs: list[list[int]] = [[0] for _ in range(b)]
         prev = np.zeros(b, dtype=np.int64)
@@ -292,8 +536,12 @@ def cmd_demo(argv: Sequence[str]) -> int:
         seeds = np.arange(b, dtype=np.uint64) + np.uint64(1000)
         emitted = accepted = 0
         for rnd in range(args.rounds):
-            res = speculation_round(drafter, target, verify, mode=mode, prev=prev, temperature=args.temperature,
-                                    seed=seeds, round=rnd, position=pos)
+            try:
+                res = speculation_round(drafter, target, verify, mode=mode, prev=prev, temperature=args.temperature,
+                                        seed=seeds, round=rnd, position=pos)
+            except AssertionError as e:  # a row failed verification: the demo's rows never should
+                failure = f"{mode} round {rnd}: {e}"
+                break
             for i in range(b):
                 seqs[i].extend(int(t) for t in res.tokens[i, : res.accepted[i] + 1])
             emitted += int(res.emitted.sum())
@@ -307,23 +555,26 @@ def cmd_demo(argv: Sequence[str]) -> int:
         if args.latency:
             r["draft_latency_us"] = _draft_latency(drafter, mode, b, args.temperature, device, args.replays)
         report["modes"][mode] = r
+        if failure:
+            break
+    ok = failure is None and checks["verdicts_differing_from_reference"] == 0
+    report["verdict"] = "PASS" if ok else "FAIL"
+    report["failure"] = failure
     if args.json:
-        print(json.dumps(report | {"environment": environment()}, indent=1))
+        print(json.dumps(report | {"environment": _stamp()}, indent=1))
     else:
         print(f"speculation loop: V={args.vocab}, depth {args.depth}, batch {args.batch}, target "
-              f"T={args.temperature}, {device}")
+              f"T={args.temperature}, {device}, verifier {args.verifier}")
         for mode, r in report["modes"].items():
             lat = r.get("draft_latency_us")
             extra = f", draft latency {lat['median_us']:.1f} us (median, {lat['how']})" if lat else ""
             print(f"  {mode:>7}: {r['tokens_per_step']:.3f} tokens/step, acceptance {r['acceptance']:.3f}{extra}")
             print(f"           first sequence: {r['first_sequence'][:24]}")
-    return 0
-
-
-def _reference_verify(**kw: Any) -> Any:
-    from pp3.reference import verify
-
-    return verify(**kw)
+        if kernel is not None:
+            print(f"  {checks['verdicts']} kernel verdicts, {checks['verdicts_differing_from_reference']} differing "
+                  "from the reference")
+        print(f"demo: {report['verdict']}" + (f" ({failure})" if failure else ""))
+    return 0 if ok else 1
 
 
 def _draft_latency(drafter: Any, mode: str, b: int, temperature: float, device: str, replays: int) -> dict[str, Any]:
@@ -347,32 +598,48 @@ def _draft_latency(drafter: Any, mode: str, b: int, temperature: float, device: 
     return stats | {"how": "CUDA graph replay, CUDA events" if on_gpu else "CPU wall time"}
 
 
-def _repository_tool(name: str) -> Callable[[Sequence[str]], int]:
-    def run(argv: Sequence[str]) -> int:
-        print(f"pp3 {name}: this is a repository tool: run `make {name}` in a checkout of the repository",
-              file=sys.stderr)
-        return 2
+# ---------------------------------------------------------------------------------------------- the program
 
-    return run
+REPOSITORY_TOOLS = {"stats": "the statistical audits of the samplers", "bench": "the benchmarks"}
 
 
-COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
-    "verify": (cmd_verify, "bitwise parity of the Triton kernels with the reference (pp3.audit.parity)"),
-    "conformance": (cmd_conformance, "the conformance files against the installed implementation"),
-    "demo": (cmd_demo, "the speculation loop with a Markov drafter and target"),
-    "audit-e2e": (cmd_audit, "the end-to-end losslessness audit (pp3.audit.e2e)"),
-    "stats": (_repository_tool("stats"), "a repository tool: make stats"),
-    "bench": (_repository_tool("bench"), "a repository tool: make bench"),
-}
+def parser() -> Parser:
+    ap = Parser(prog="pp3", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)
+    ap.add_argument("--version", action="version", version=f"pp3 {version()} ({DIST})",
+                    help="print the installed version and exit")
+    sub = ap.add_subparsers(title="commands", metavar="COMMAND", dest="command")
+    add_verify(sub)
+    add_conformance(sub)
+    add_demo(sub)
+    add_audit(sub)
+    for name, what in REPOSITORY_TOOLS.items():
+        sub.add_parser(name, help=f"a repository tool ({what}): make {name} in a checkout", add_help=False)
+    ap.commands = dict(sub.choices)
+    return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if args else 2
-    name, rest = args[0], args[1:]
-    if name not in COMMANDS:
-        print(f"pp3: unknown command {name!r}; one of: {', '.join(COMMANDS)}", file=sys.stderr)
+    """The ``pp3`` program: 0 PASS, 1 FAIL, 2 refused (one line on stderr)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    ap = parser()
+    if not args_list:
+        ap.print_usage(sys.stderr)
         return 2
-    return COMMANDS[name][0](rest)
+    if args_list[0] in REPOSITORY_TOOLS:
+        name = args_list[0]
+        print(f"pp3 {name}: this is a repository tool: run `make {name}` in a checkout of the repository",
+              file=sys.stderr)
+        return 2
+    try:
+        args = ap.parse_args(args_list)
+    except SystemExit as e:  # --help, --version (0) and refused arguments (2, one line already printed)
+        return e.code if isinstance(e.code, int) else 2
+    if args.command is None:  # options only, e.g. "pp3 --"
+        ap.print_usage(sys.stderr)
+        return 2
+    try:
+        code: int = args.run(args)
+    except Refusal as e:
+        print(str(e) if str(e).startswith("pp3") else f"pp3 {args.command}: {e}", file=sys.stderr)
+        return 2
+    return code

@@ -1,118 +1,426 @@
-"""``python -m pp3`` (pp3.cli): dispatch, the sampled-drafting gate, and the --json outputs of demo and audit-e2e."""
+"""``pp3`` / ``python -m pp3`` (pp3.cli): the program's help and version, every refusal (one line on stderr, exit
+status 2, no traceback), the JSON documents (``schema_version`` 1 and one ``verdict``), and ``pp3 verify`` failing
+on a planted bug in either kernel, its dump replaying the mismatch.
+
+The verify runs go through Triton's interpreter (TRITON_INTERPRET=1, set by conftest.py without a GPU) at the
+``--quick`` sizes, one part each: about 10-30 s apiece.
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
-from pp3 import cli
-from pp3.drafter import SAMPLED_ENV
+import pp3.kernels  # noqa: E402
+from pp3 import cli  # noqa: E402
+from pp3.drafter import SAMPLED_ENV  # noqa: E402
+from pp3.testing import mutants  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CUDA = torch.cuda.is_available()
+KERNELS_RUN = CUDA or os.environ.get("TRITON_INTERPRET") == "1"
+needs_kernels = pytest.mark.skipif(not KERNELS_RUN, reason="needs a CUDA GPU or TRITON_INTERPRET=1")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning"),
+]
 
 
-def test_help_and_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["--help"]) == 0
-    assert "audit-e2e" in capsys.readouterr().out
-    assert cli.main([]) == 2
-    assert cli.main(["nope"]) == 2
-    assert "unknown command" in capsys.readouterr().err
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    rc = cli.main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def document(out: str) -> dict[str, Any]:
+    """The one JSON document of a --json run, with its two required keys."""
+    doc: dict[str, Any] = json.loads(out)
+    assert doc["schema_version"] == 1 and doc["verdict"] in ("PASS", "FAIL"), {k: doc.get(k) for k in doc}
+    assert "passed" not in doc
+    return doc
+
+
+def assert_refused(rc: int, err: str, *needles: str) -> None:
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (rc, err)
+    for n in needles:
+        assert n in err, err
+
+
+# ---------------------------------------------------------------------------------------------- the program
+
+
+def test_help_is_plain_text_and_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(["--help"], capsys)
+    assert rc == 0
+    for name in ("verify", "conformance", "demo", "audit-e2e", "stats", "bench", "--version"):
+        assert name in out
+    assert "``" not in out and ":mod:" not in out  # no reST markup
+
+
+def test_version_is_the_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    import pp3
+
+    try:
+        want = metadata.version("pp3-exact")
+    except metadata.PackageNotFoundError:
+        want = pp3.__version__
+    rc, out, _ = run(["--version"], capsys)
+    assert rc == 0 and out.strip() == f"pp3 {want} (pp3-exact)"
+
+
+def test_no_arguments_prints_the_usage_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run([], capsys)
+    assert rc == 2 and out == "" and err.startswith("usage: pp3")
+
+
+@pytest.mark.parametrize("command", ["verify", "conformance", "demo", "audit-e2e"])
+def test_each_commands_help_names_it_and_shows_every_option_with_its_help_and_default(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = run([command, "--help"], capsys)
+    assert rc == 0 and out.startswith(f"usage: pp3 {command} ")
+    flat = " ".join(out.split())
+    for action in cli.parser().commands[command]._actions:
+        assert action.help and action.option_strings, (command, action.dest)
+        text = cli.HelpFormatter.help_text(action)
+        assert " ".join(text.split()) in flat, (command, text)
+        if action.default is not None and not isinstance(action.default, bool) and action.dest != "help":
+            assert "(default" in text, (command, action.option_strings)
+
+
+def test_python_m_pp3_audit_parity_is_pp3_verify(capsys: pytest.CaptureFixture[str]) -> None:
+    from pp3.audit import parity
+
+    assert parity.main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: pp3 verify ")
+
+
+def test_repository_tools_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("stats", "bench"):
+        rc, _, err = run([name, "--help"], capsys)
+        assert_refused(rc, err, "repository tool", f"make {name}")
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["nope"], "invalid choice"),
+        (["demo", "--rank", "2000"], "--rank"),
+        (["demo", "--gain", "9"], "--gain"),
+        (["demo", "--tau", "1e39"], "rounds to inf"),
+        (["demo", "--tau", "1e-46"], "rounds to 0"),
+        (["demo", "--tau", "0"], "--tau"),
+        (["demo", "--temperature", "1e39"], "rounds to inf"),
+        (["demo", "--temperature", "1e-46"], "rounds to 0"),
+        (["demo", "--temperature", "nan"], "--temperature"),
+        (["demo", "--temperature", "-1"], "--temperature"),
+        (["demo", "--vocab", "2147483648"], "--vocab"),
+        (["demo", "--vocab", "1"], "--vocab"),
+        (["demo", "--depth", "0"], "--depth"),
+        (["demo", "--batch", "x"], "--batch"),
+        (["demo", "--shards", "9", "--vocab", "4"], "--shards"),
+        (["audit-e2e", "--vocab", "100000000"], "--vocab"),
+        (["audit-e2e", "--n", "-1"], "--n"),
+        (["audit-e2e", "--alpha", "-1"], "--alpha"),
+        (["audit-e2e", "--alpha", "1"], "--alpha"),
+        (["audit-e2e", "--alpha", "nan"], "--alpha"),
+        (["audit-e2e", "--temperatures", "nan"], "--temperatures"),
+        (["audit-e2e", "--mutant-temperatures", "0"], "--mutant-temperatures"),
+        (["verify", "--replay", "no/such/file.npz"], "no such file"),
+        (["verify", "--replay", "README.md"], "not a failing case"),
+        (["verify", "--bulk-rows", "-1"], "--bulk-rows"),
+        (["verify", "--bulk-vocab", "0"], "--bulk-vocab"),
+        (["verify", "--parts", "nothing"], "--parts"),
+        (["verify", "--full", "--quick"], "not allowed"),
+        (["conformance", "--kernels", "maybe"], "--kernels"),
+    ],
+)
+def test_bad_arguments_are_refused_when_parsed(args: list[str], needle: str, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    monkeypatch.chdir(ROOT)  # README.md: a file that is not a dump
+    rc, out, err = run(args, capsys)
+    assert_refused(rc, err, needle)
+    assert out == ""
+
+
+def test_a_replay_file_that_is_not_a_dump_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other.npz"
+    np.savez(other, x=np.zeros(3))
+    rc, _, err = run(["verify", "--replay", str(other)], capsys)
+    assert_refused(rc, err, "not a failing case")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["verify", "--quick"], ["audit-e2e", "--n", "10"], ["demo", "--rounds", "1"], ["conformance", "--kernels", "yes"]],
+)
+def test_a_missing_extra_is_named(args: list[str], monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """torch that does not import (None in sys.modules: `import torch` raises ImportError): one line naming it and
+    the extra that brings it, before any work."""
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    monkeypatch.setitem(sys.modules, "torch", None)
+    rc, _, err = run(args, capsys)
+    assert_refused(rc, err, "torch", "pip install 'pp3-exact[kernels]'")
+
+
+def test_a_missing_plot_extra_is_named_before_any_work(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    rc, _, err = run(["audit-e2e", "--plot", "x.png"], capsys)
+    assert_refused(rc, err, "matplotlib", "pip install 'pp3-exact[plot]'")
+
+
+@pytest.mark.skipif(CUDA, reason="a CUDA GPU is there")
+@pytest.mark.parametrize("command", [["demo"], ["audit-e2e", "--n", "10"]])
+def test_device_cuda_without_cuda_is_refused(command: list[str], monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    rc, _, err = run([*command, "--device", "cuda"], capsys)
+    assert_refused(rc, err, "--device cuda", "no CUDA GPU")
+
+
+@pytest.mark.skipif(CUDA, reason="a CUDA GPU is there: the kernels run")
+@pytest.mark.parametrize(
+    "args",
+    [["demo", "--verifier", "triton"], ["audit-e2e", "--verifier", "triton"], ["verify", "--quick"],
+     ["conformance", "--kernels", "yes"]],
+)
+def test_the_kernels_on_a_cpu_without_the_interpreter_are_refused(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    rc, _, err = run(args, capsys)
+    assert_refused(rc, err, "TRITON_INTERPRET=1")
 
 
 def test_audit_needs_the_sampled_gate(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv(SAMPLED_ENV, raising=False)
-    assert cli.main(["audit-e2e", "--n", "10"]) == 2
-    assert SAMPLED_ENV in capsys.readouterr().err
+    rc, _, err = run(["audit-e2e", "--n", "10"], capsys)
+    assert_refused(rc, err, SAMPLED_ENV)
+
+
+def test_unwritable_outputs_are_refused_before_any_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    missing = str(tmp_path / "no" / "such" / "folder" / "tables.md")
+    rc, _, err = run(["audit-e2e", "--markdown", missing], capsys)  # before the audit's minutes of work
+    assert_refused(rc, err, "--markdown")
+    if KERNELS_RUN:
+        blocker = tmp_path / "a-file"
+        blocker.write_text("")
+        rc, _, err = run(["verify", "--quick", "--out", str(blocker / "failures")], capsys)
+        assert_refused(rc, err, "--out")
+
+
+@needs_kernels
+def test_verify_refuses_a_run_that_checks_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    if CUDA:
+        pytest.skip("a GPU runs 10^6 bulk rows by default")
+    rc, _, err = run(["verify", "--bulk-only"], capsys)  # no GPU: 0 bulk rows by default
+    assert_refused(rc, err, "check nothing")
+
+
+@needs_kernels
+def test_verify_full_in_the_interpreter_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    if CUDA:
+        pytest.skip("a CUDA GPU runs the full sizes")
+    rc, _, err = run(["verify", "--full"], capsys)  # V up to 262144 in the interpreter would take hours
+    assert_refused(rc, err, "--full", "CUDA GPU")
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["nope"], ["demo", "--rank", "2000"], ["verify", "--replay", "README.md"]], ids=repr
+)
+def test_refusals_of_the_real_program_print_no_traceback(args: list[str]) -> None:
+    """``python -m pp3`` in a fresh process: exit status 2 and no traceback (the usage alone for no arguments)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-m", "pp3", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and res.stdout == "", res
+    assert res.stderr.startswith("usage: pp3") if not args else len(res.stderr.strip().splitlines()) == 1, res
+
+
+# ---------------------------------------------------------------------------------------------- JSON documents
+
+
+def test_conformance_json(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(["conformance", "--kernels", "no", "--json"], capsys)
+    doc = document(out)
+    assert rc == 0 and doc["verdict"] == "PASS" and doc["implementations"] == ["reference"]
+    assert {r["file"] for r in doc["results"]} == {
+        "dyadic24-floor-first-v1.jsonl", "accept-dyadic24-v1.jsonl", "philox4x64_10.kat", "expf.wc"}
+
+
+def test_conformance_fails_on_a_planted_reference_bug(capsys: pytest.CaptureFixture[str]) -> None:
+    with mutants.patched("draw-off-by-one"):
+        rc, out, _ = run(["conformance", "--kernels", "no", "--json"], capsys)
+    doc = document(out)
+    assert rc == 1 and doc["verdict"] == "FAIL"
 
 
 def test_demo_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(SAMPLED_ENV, "1")
     args = ["demo", "--vocab", "300", "--rank", "8", "--rounds", "2", "--device", "cpu", "--json", "--quiet"]
-    assert cli.main(args) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert set(out["modes"]) == {"greedy", "sampled"}
-    for r in out["modes"].values():
+    rc, out, _ = run(args, capsys)
+    doc = document(out)
+    assert rc == 0 and doc["verdict"] == "PASS" and set(doc["modes"]) == {"greedy", "sampled"}
+    for r in doc["modes"].values():
         assert 1.0 <= r["tokens_per_step"] <= 6.0
+
+
+def _wrong_verdicts(real: Callable[..., Any]) -> Callable[..., Any]:
+    """A verifier that returns the real one's verdict with every row's accepted count off by one (mod D + 1)."""
+    import dataclasses
+
+    def verify(**kw: Any) -> Any:
+        v = real(**kw)
+        d = np.asarray(kw["draft_tokens"]).shape[1]
+        return dataclasses.replace(v, accepted=((v.accepted + 1) % (d + 1)).astype(np.int32))
+
+    return verify
+
+
+@needs_kernels
+@pytest.mark.interpreter
+@pytest.mark.parametrize("planted", [False, True])
+def test_demo_with_the_kernel_verifier_checks_every_verdict(
+    planted: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--verifier triton: every round's kernel verdict equals the reference's (PASS); a wrong one fails the demo."""
+    from pp3.testing import call
+
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    if planted:
+        monkeypatch.setattr(call, "kernel_verifier", _wrong_verdicts(call.kernel_verifier))
+    args = ["demo", "--vocab", "64", "--rank", "8", "--depth", "2", "--batch", "2", "--rounds", "2", "--device", "cpu",
+            "--verifier", "triton", "--json", "--quiet"]
+    rc, out, _ = run(args, capsys)
+    doc = document(out)
+    assert doc["checks"]["verdicts"] == 4  # 2 rounds of each mode
+    if planted:
+        assert rc == 1 and doc["verdict"] == "FAIL" and doc["checks"]["verdicts_differing_from_reference"] >= 1
+    else:
+        assert rc == 0 and doc["verdict"] == "PASS" and doc["checks"]["verdicts_differing_from_reference"] == 0
 
 
 def test_audit_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(SAMPLED_ENV, "1")
     args = ["audit-e2e", "--n", "3000", "--temperatures", "1.0", "--no-mutants", "--json", "--quiet"]
-    assert cli.main(args) == 0
-    log = json.loads(capsys.readouterr().out)
-    assert log["passed"] and [c["mode"] for c in log["real"]["cases"]] == ["sampled", "greedy"]
+    rc, out, _ = run(args, capsys)
+    log = document(out)
+    assert rc == 0 and log["verdict"] == "PASS" and [c["mode"] for c in log["real"]["cases"]] == ["sampled", "greedy"]
 
 
-def test_repository_tools_say_so(capsys: pytest.CaptureFixture[str]) -> None:
-    for name in ("stats", "bench"):
-        assert cli.main([name, "--help"]) == 2
-        err = capsys.readouterr().err
-        assert "repository tool" in err and f"make {name}" in err and len(err.strip().splitlines()) == 1
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["demo", "--temperature", "nan"],
-        ["demo", "--temperature", "-1"],
-        ["demo", "--tau", "0"],
-        ["demo", "--depth", "0"],
-        ["audit-e2e", "--n", "-1"],
-        ["audit-e2e", "--alpha", "-1"],
-        ["audit-e2e", "--alpha", "1"],
-        ["audit-e2e", "--temperatures", "nan"],
-        ["audit-e2e", "--mutant-temperatures", "0"],
-    ],
-)
-def test_bad_arguments_are_refused(args: list[str], monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(SAMPLED_ENV, "1")
-    with pytest.raises(SystemExit) as exc:
-        cli.main(args)
-    assert exc.value.code == 2
-    assert args[1] in capsys.readouterr().err
-
-
-def test_missing_optional_package_is_named_before_any_work(monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """--plot without matplotlib: one line naming the extra, before the audit runs (it would take minutes)."""
-    monkeypatch.setenv(SAMPLED_ENV, "1")
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real(name))
-    assert cli.main(["audit-e2e", "--plot", "x.png"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "matplotlib" in err and "pip install" in err and len(err.splitlines()) == 1
-
-
-def test_verify_refuses_a_run_that_checks_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["verify", "--bulk-only"]) == 2  # no GPU: 0 bulk rows by default
-    assert "check nothing" in capsys.readouterr().err
-
-
-def test_verify_json_is_one_document_with_the_stamp(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+@needs_kernels
+def test_verify_json_is_one_document_with_the_stamp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["verify", "--bulk-only", "--bulk-rows", "8", "--bulk-vocab", "40", "--json", "--out", str(tmp_path)]
-    assert cli.main(args) == 0
-    captured = capsys.readouterr()
-    doc = json.loads(captured.out)
-    assert doc["verdict"] == "PASS" and doc["suites"]["bulk"]["rows"] == 8
+    rc, out, err = run(args, capsys)
+    doc = document(out)
+    assert rc == 0 and doc["verdict"] == "PASS" and doc["selector"]["suites"]["bulk"]["rows"] == 8
+    assert doc["parts"] == ["selector"] and doc["verifier"]["verdict"] == "SKIPPED"
     assert {"commit", "dirty", "python", "packages", "gpu"} <= set(doc["environment"])
-    assert "bulk" in captured.err  # progress on stderr
+    assert "bulk" in err  # progress on stderr
 
 
-def test_conformance_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["conformance", "--kernels", "no", "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["passed"] and {r["file"] for r in doc["results"]} == {
-        "dyadic24-floor-first-v1.jsonl", "accept-dyadic24-v1.jsonl", "philox4x64_10.kat", "expf.wc"}
+# ---------------------------------------------------------------------------------------------- planted bugs
 
 
-def test_unwritable_output_is_refused_before_any_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(SAMPLED_ENV, "1")
-    missing = str(tmp_path / "no" / "such" / "folder" / "tables.md")
-    assert cli.main(["audit-e2e", "--markdown", missing]) == 2  # before the audit's minutes of work
-    err = capsys.readouterr().err
-    assert "--markdown" in err and len(err.strip().splitlines()) == 1
+def _off_by_one_position(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``pp3.kernels.verify`` keyed one position late (draft 0 at position + 1): T0 rows are unaffected."""
+
+    def verify(target_logits: Any, target_temperature: Any, draft_tokens: Any, draft_status: Any, draft_ids: Any,
+               draft_tickets: Any, seed: Any, round: Any, position: Any, **kw: Any) -> Any:
+        return real(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets, seed,
+                    round, position + 1, **kw)
+
+    return verify
+
+
+def _round_plus_one(real: Callable[..., Any]) -> Callable[..., Any]:
+    """A selector launcher (``propose`` / ``finalize``) keyed with the next round: T0 rows are unaffected."""
+
+    def launch(first: Any, target_temperature: Any, seed: Any, round: Any, *rest: Any, **kw: Any) -> Any:
+        return real(first, target_temperature, seed, round + 1 if isinstance(round, torch.Tensor) else
+                    [r + 1 for r in round], *rest, **kw)
+
+    return launch
+
+
+def _verify_and_replay(part: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pp3 verify --quick --parts PART`` fails (exit 1, FAIL, a dump of the first mismatching call); the dump
+    replays the mismatch while the bug is there (exit 1) and equals the reference once it is gone (exit 0)."""
+    rc, out, err = run(["verify", "--quick", "--parts", part, "--json", "--out", str(tmp_path)], capsys)
+    doc = document(out)
+    assert rc == 1 and doc["verdict"] == "FAIL" and doc[part]["verdict"] == "FAIL", doc[part]
+    assert doc[part]["mismatches"] > 0 and "MISMATCH" in err
+    dump = Path(doc[part]["first_failure"])
+    kernel = "selector" if part == "selector" else "verifier"
+    assert dump.name == f"{kernel}_first.npz" and dump.with_suffix(".json").exists()
+    report = json.loads(dump.with_suffix(".json").read_text())
+    assert report["replay"] == f"pp3 verify --replay {dump}" and report["rows"]
+    rc, out, _ = run(["verify", "--replay", str(dump)], capsys)
+    assert rc == 1 and "mismatching rows per field" in out and "replay: FAIL" in out
+    rc, out, _ = run(["verify", "--replay", str(dump), "--json"], capsys)
+    replayed = document(out)
+    assert rc == 1 and replayed["verdict"] == "FAIL" and replayed["kernel"] == kernel
+    assert replayed["case"] == report["case"] and any(replayed["mismatching_rows_per_field"].values())
+    monkeypatch.undo()
+    rc, out, _ = run(["verify", "--replay", str(dump), "--json"], capsys)
+    assert rc == 0 and document(out)["verdict"] == "PASS"
+
+
+@needs_kernels
+@pytest.mark.interpreter
+@pytest.mark.parametrize("where", ["kernel", "reference"])
+def test_verify_fails_on_a_planted_verifier_bug(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The verifier part of the main job sees a verifier that disagrees with the reference: the kernel keyed one
+    position late, or the catalogue's residual-unnormalized bug (SPEC.md §11.7) planted in the reference."""
+    if where == "kernel":
+        monkeypatch.setattr(pp3.kernels, "verify", _off_by_one_position(pp3.kernels.verify))
+    else:
+        monkeypatch.setattr(*mutants.mutant("residual-unnormalized").target_and_replacement())
+    _verify_and_replay("verifier", tmp_path, capsys, monkeypatch)
+
+
+@needs_kernels
+@pytest.mark.interpreter
+def test_verify_fails_on_a_planted_selector_bug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The selector part sees a kernel keyed with the next round (sampled rows draw other tokens)."""
+    monkeypatch.setattr(pp3.kernels, "propose", _round_plus_one(pp3.kernels.propose))
+    monkeypatch.setattr(pp3.kernels, "finalize", _round_plus_one(pp3.kernels.finalize))
+    _verify_and_replay("selector", tmp_path, capsys, monkeypatch)
+
+
+@needs_kernels
+@pytest.mark.interpreter
+def test_verify_fails_on_a_failing_conformance_file(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from pp3.audit import conformance
+
+    monkeypatch.setattr(conformance, "FILES", {"expf.wc": lambda kernels: (4, 1 if kernels else 0)})
+    rc, out, _ = run(["verify", "--quick", "--parts", "conformance", "--json"], capsys)
+    doc = document(out)
+    assert rc == 1 and doc["verdict"] == "FAIL" and doc["conformance"]["verdict"] == "FAIL"

@@ -1,7 +1,8 @@
-"""The bulk suite of ``make verify`` (the GPU's >= 10^6 random rows) must see a wrong kernel output.
+"""The suites of ``pp3 verify`` (``make verify``): the selector's bulk rows (the GPU's >= 10^6 random rows) must see a
+wrong kernel output, and the verifier's calls cover what SPEC.md §11 distinguishes.
 
-The kernels are replaced by the reference plus a planted bug, so this runs in a second on the CPU; the real
-kernels go through the same code on the GPU.
+For the bulk rows the kernels are replaced by the reference plus a planted bug, so this runs in a second on the CPU;
+the real kernels go through the same code on the GPU. The coverage checks run the reference only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ torch = pytest.importorskip("torch")  # the reference-only runs (Python 3.12, 3.
 
 import pp3.kernels  # noqa: E402
 import pp3.reference as ref  # noqa: E402
-from pp3.audit import parity  # noqa: E402
+from pp3.audit import accept_bulk, parity, suites  # noqa: E402
 
 
 def _reference_kernel(flip_row: int | None) -> Any:
@@ -56,3 +57,48 @@ def test_bulk_counts_rows_and_catches_a_wrong_token(
         assert failures.first is not None and failures.first.exists()
         dumped = np.load(failures.first)
         assert dumped["bits"].shape == (16, 300)
+
+
+@pytest.mark.parametrize("size", ["quick", "standard", "full"])
+def test_the_verifier_calls_of_every_size_cover_each_clause(size: str) -> None:
+    """The named calls alone (reference outputs): every status 0-5, OK rows at T0 and sampled, depths 1-8, every
+    format, tiles, accepted counts from 0 to D, keys at the uint64 edges; the request rows cover depths 1-8 in every
+    format at the standard and full sizes."""
+    edge_sizes, plan_sizes = suites.ACCEPT_SIZES[size]
+    calls = list(suites.accept_fixed()) + [c for v, tiles in edge_sizes for c in suites.accept_edges(v, tiles)]
+    statuses: set[int] = set()
+    ok_classes: set[str] = set()
+    full_accepts = zero_accepts = 0
+    for c in calls:
+        out = c.run_reference()
+        statuses |= set(out.status.tolist())
+        ok = out.status == 0
+        ok_classes |= {"t0" if t == 0 else "sampled" for t in c.temperature[ok]}
+        full_accepts += int((ok & (out.accepted == c.depth)).sum())
+        zero_accepts += int((ok & (out.accepted == 0)).sum())
+    assert statuses == set(range(6)) and ok_classes == {"t0", "sampled"}
+    assert full_accepts > 0 and zero_accepts > 0
+    assert {c.depth for c in calls} == set(range(1, 9)) and {c.fmt.name for c in calls} == {"fp32", "fp16", "bf16"}
+    assert len({c.tile for c in calls}) >= 2
+    keys = np.concatenate([np.concatenate([c.seed, c.round, c.position]) for c in calls])
+    assert {0, 2**63, 2**64 - 1} <= set(keys.tolist())
+    layouts = {accept_bulk.batch_layout(k) for _, batches, _ in plan_sizes for k in range(batches)}
+    if size != "quick":
+        assert layouts == {(d, f) for d in range(1, 9) for f in ("fp32", "fp16", "bf16")}
+
+
+def test_the_boundary_case_draws_exactly_on_a_slot_boundary() -> None:
+    """suites.boundary_case: u equals an odd cumulative ticket count, so the catalogue's off-by-one draw and its
+    23-bit uniform (which the random suites miss: each changes a row with probability ~2^-19) change its token."""
+    from pp3.reference.philox import proposal_uniform
+    from pp3.testing import mutants
+    from pp3.testing.compare import row_mismatch
+
+    call = suites.boundary_case(32)
+    want = call.run_reference()
+    u = proposal_uniform(*call.seeds())
+    cum = np.cumsum(want.tickets[0].astype(np.int64))
+    assert int(u[0]) == suites.BOUNDARY_U and suites.BOUNDARY_U in cum.tolist() and suites.BOUNDARY_U % 2 == 1
+    for name in ("draw-off-by-one", "uniform-23-bits"):
+        with mutants.patched(name):
+            assert row_mismatch(call.run_reference(), want).all(), name

@@ -374,7 +374,8 @@ class Audit:
                 rows.append(c.row() | {"joint_p_holm": float(adj[2 * i]), "accept_p_holm": float(adj[2 * i + 1])})
             return {"name": f.name, "alpha": f.alpha, "rejected": f.rejected, "cases": rows}
 
-        return {"passed": self.passed, "real": fam(self.real), "mutants": [fam(f) for f in self.mutants]}
+        return {"schema_version": 1, "tool": "pp3 audit-e2e", "verdict": "PASS" if self.passed else "FAIL",
+                "real": fam(self.real), "mutants": [fam(f) for f in self.mutants]}
 
     def table(self) -> str:
         """Markdown: acceptance and tokens per step, sampled vs greedy, by target temperature (the real run), with

@@ -1,13 +1,21 @@
-"""``make verify``: bitwise parity of the Triton kernels with the NumPy reference.
+"""``pp3 verify`` (``make verify``): bitwise parity of both Triton kernels with the NumPy reference, and the
+conformance files.
 
-Without a GPU the kernels run through Triton's interpreter (TRITON_INTERPRET=1, set by the Makefile) at sizes
-that finish in minutes; with a CUDA GPU they run natively at full size, plus a bulk suite of random rows at
-V = 163840. Prints a table (suite, cases, rows, mismatches per field, time) and the environment stamp; ``--json``
-prints one JSON document (the stamp and the table) on stdout instead, progress always going to stderr. Any
-mismatch exits 1 and writes the first mismatching case to ``--out`` (default ``verify-failures/``) with a
-one-line replay command.
+Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise):
 
-    python -m pp3.audit.parity [--full | --quick] [--bulk-rows N] [--json] [--out DIR] [--replay FILE]
+1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards), compared field
+   by field (status, token, ids, tickets), and on a CUDA GPU the bulk rows at V = 163840 (``--bulk-rows``);
+2. the verifier (§11): the named calls (``accept-edges``) and the request rows of ``pp3.audit.accept_bulk``
+   (``accept-plans``), compared field by field (status, accepted, tokens);
+3. the conformance files (``pp3.audit.conformance``: golden vectors of both kernels, the Philox known answers,
+   the exponential's worst cases) on the reference and on the kernels.
+
+Sizes: ``quick`` (``--quick``), ``standard`` (the default without CUDA: the kernels in Triton's interpreter,
+TRITON_INTERPRET=1) and ``full`` (``--full``, the default on a CUDA GPU: the SPEC vocabularies up to 262144). The
+first mismatching call of each kernel is written to ``--out`` (``selector_first.npz`` / ``verifier_first.npz``:
+inputs as raw bits and both outputs, and a ``.json`` of its first mismatching rows); ``pp3 verify --replay FILE``
+re-runs it on both implementations. Progress goes to stderr; ``--json`` prints one JSON document on stdout
+(``schema_version`` 1, ``verdict``, the environment stamp and every table). Arguments: ``pp3.cli``.
 """
 
 from __future__ import annotations
@@ -18,44 +26,66 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pp3.audit._pipeline import pipeline, read_rows
-from pp3.audit.suites import hashed_rows, hashed_rows_torch, suites
-from pp3.reference import DEFAULT_TAU, Proposal
-from pp3.testing.call import FORMATS, Call
+from pp3.audit.suites import accept_suites, hashed_rows, hashed_rows_torch, suites
+from pp3.reference import DEFAULT_TAU, Proposal, Verdict
+from pp3.testing.call import FORMATS, AcceptCall, Call
 from pp3.testing.compare import row_mismatch, rows_per_field
 from pp3.testing.stamp import environment
 
-FIELDS = ("status", "token", "ids", "tickets")
+SCHEMA_VERSION = 1
+SELECTOR_FIELDS = ("status", "token", "ids", "tickets")
+VERIFIER_FIELDS = ("status", "accepted", "tokens")
+FIELDS = SELECTOR_FIELDS  # the selector's (the bulk rows' table)
+PARTS = ("selector", "verifier", "conformance")
+SIZES = ("quick", "standard", "full")
+DRAFT_FIELDS = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
 
 
 def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-class Failures:
-    """Where mismatching cases go: the first one is written to ``out`` (inputs and both outputs, floats as bits)
-    with the command that replays it."""
+def replay_command(path: Path | str) -> str:
+    return f"pp3 verify --replay {path}"
 
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.first: Path | None = None
 
-    def add(self, call: Call, ref: Proposal, got: Proposal) -> None:
-        if self.first is None:
-            self.first = dump_failure(self.out, call, ref, got)
+# ------------------------------------------------------------------------------------------------------ failures
+
+
+def _rows_report(call: Call | AcceptCall, ref: Any, got: Any, fields: tuple[str, ...], path: Path) -> dict[str, Any]:
+    bad = np.flatnonzero(row_mismatch(got, ref))
+    small = isinstance(call, Call) and call.v <= 4096
+    return {
+        "case": call.name,
+        "replay": replay_command(path),
+        "mismatching_rows": bad.tolist(),
+        "rows": [
+            {
+                "row": int(r),
+                "inputs": call.row_inputs(int(r)),
+                **({"call": repr(call.take([int(r)]))} if small else {}),
+                "reference": {f: np.asarray(getattr(ref, f)[r]).tolist() for f in fields},
+                "kernel": {f: np.asarray(getattr(got, f)[r]).tolist() for f in fields},
+            }
+            for r in bad[:4]
+        ],
+    }
 
 
 def dump_failure(out: Path, call: Call, ref: Proposal, got: Proposal) -> Path:
-    """Write the call (inputs and both outputs; floats as bits) for ``--replay``; returns the .npz path."""
+    """Write a selector call (inputs and both outputs; floats as bits) for ``--replay``; returns the .npz path."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "first.npz"
+    path = out / "selector_first.npz"
     np.savez(
         path,
+        kernel="selector",
         name=call.name,
         fmt=call.fmt.name,
         bits=call.bits,
@@ -66,24 +96,60 @@ def dump_failure(out: Path, call: Call, ref: Proposal, got: Proposal) -> Path:
         tau=np.float32(call.tau),
         tile=-1 if call.tile is None else call.tile,
         cuts=np.array(call.cuts, dtype=np.int64),
+        **{f"reference_{f}": getattr(ref, f) for f in SELECTOR_FIELDS},
+        **{f"kernel_{f}": getattr(got, f) for f in SELECTOR_FIELDS},
     )
-    bad = np.flatnonzero(row_mismatch(got, ref))
-    report = {
-        "case": call.name,
-        "replay": f"python -m pp3.audit.parity --replay {path}",
-        "rows": [
-            {
-                "row": int(r),
-                "inputs": call.row_inputs(int(r)),
-                "call": repr(call.take([int(r)])) if call.v <= 4096 else "see first.npz",
-                "reference": {f: np.asarray(getattr(ref, f)[r]).tolist() for f in FIELDS},
-                "kernel": {f: np.asarray(getattr(got, f)[r]).tolist() for f in FIELDS},
-            }
-            for r in bad[:4]
-        ],
-    }
-    (out / "first.json").write_text(json.dumps(report, indent=1))
+    path.with_suffix(".json").write_text(json.dumps(_rows_report(call, ref, got, SELECTOR_FIELDS, path), indent=1))
     return path
+
+
+def dump_accept_failure(out: Path, call: AcceptCall, ref: Verdict, got: Verdict) -> Path:
+    """Write a verifier call (raw target bits, drafts, keys, both outputs) for ``--replay``; returns the .npz path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "verifier_first.npz"
+    arrays: dict[str, Any] = {
+        "kernel": "verifier", "name": call.name, "fmt": call.fmt.name, "bits": call.bits,
+        "temperature": call.temperature, **call.draft(), "seed": call.seed, "round": call.round,
+        "position": call.position, "tile": -1 if call.tile is None else call.tile,
+        **{f"reference_{f}": getattr(ref, f) for f in VERIFIER_FIELDS},
+        **{f"kernel_{f}": getattr(got, f) for f in VERIFIER_FIELDS},
+    }
+    np.savez(path, **arrays)
+    path.with_suffix(".json").write_text(json.dumps(_rows_report(call, ref, got, VERIFIER_FIELDS, path), indent=1))
+    return path
+
+
+class Failures:
+    """Where one kernel's mismatching calls go: the first one is written to ``out`` with the command that replays
+    it."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.first: Path | None = None
+
+    def add(self, call: Call, ref: Proposal, got: Proposal) -> None:
+        if self.first is None:
+            self.first = dump_failure(self.out, call, ref, got)
+
+    def add_accept(self, call: AcceptCall, ref: Verdict, got: Verdict) -> None:
+        if self.first is None:
+            self.first = dump_accept_failure(self.out, call, ref, got)
+
+
+REPLAY_KEYS = {
+    "selector": ("name", "fmt", "bits", "temperature", "seed", "round", "position", "tau", "tile", "cuts"),
+    "verifier": ("name", "fmt", "bits", "temperature", *DRAFT_FIELDS, "seed", "round", "position", "tile"),
+}
+
+
+def replay_kind(path: str) -> str | None:
+    """The kernel of a file ``--replay`` can run ("selector" or "verifier"), or None if it is not one."""
+    try:
+        with np.load(path) as z:
+            kind = str(z["kernel"]) if "kernel" in z.files else "selector"
+            return kind if kind in REPLAY_KEYS and set(REPLAY_KEYS[kind]) <= set(z.files) else None
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
 
 
 def load_case(path: str) -> Call:
@@ -105,10 +171,47 @@ def load_case(path: str) -> Call:
     )
 
 
+def load_accept_case(path: str) -> AcceptCall:
+    z = np.load(path)
+    tile = int(z["tile"])
+    keys = ("temperature", *DRAFT_FIELDS, "seed", "round", "position")
+    return AcceptCall(FORMATS[str(z["fmt"])], z["bits"], **{k: z[k] for k in keys}, tile=None if tile < 0 else tile,
+                      name=str(z["name"]))
+
+
+def replay(path: str, device: Any, as_json: bool = False) -> int:
+    """Re-run a dumped call on the kernel and the reference (both outputs printed, or one JSON document): exit
+    status 1 if they differ."""
+    kind = replay_kind(path)
+    call: Call | AcceptCall = load_accept_case(path) if kind == "verifier" else load_case(path)
+    ref, got = call.run_reference(), call.run_kernel(device)
+    mism = rows_per_field(got, ref)
+    verdict = "FAIL" if any(mism.values()) else "PASS"
+    if as_json:
+        doc = {"schema_version": SCHEMA_VERSION, "tool": "pp3 verify --replay", "verdict": verdict, "file": path,
+               "kernel": kind, "case": call.name, "mismatching_rows_per_field": mism,
+               "reference": {f: np.asarray(getattr(ref, f)).tolist() for f in mism},
+               "kernel_output": {f: np.asarray(getattr(got, f)).tolist() for f in mism}, "environment": environment()}
+        print(json.dumps(doc, indent=1))
+    else:
+        print(f"{call.name}: mismatching rows per field {mism}")
+        for f in mism:
+            print(f"reference {f}: {np.asarray(getattr(ref, f)).tolist()}")
+            print(f"kernel    {f}: {np.asarray(getattr(got, f)).tolist()}")
+        print(f"replay: {verdict}")
+    return 1 if verdict == "FAIL" else 0
+
+
+# ------------------------------------------------------------------------------------------------------ tables
+
+
 class Table:
-    def __init__(self) -> None:
+    """Per suite: calls, rows, mismatching rows per output field, seconds."""
+
+    def __init__(self, fields: tuple[str, ...] = SELECTOR_FIELDS) -> None:
+        self.fields = fields
         self.rows: dict[str, dict[str, Any]] = defaultdict(
-            lambda: {"cases": 0, "rows": 0, "time_s": 0.0} | dict.fromkeys(FIELDS, 0)
+            lambda: {"cases": 0, "rows": 0, "time_s": 0.0} | dict.fromkeys(fields, 0)
         )
 
     def add(self, suite: str, rows: int, mism: dict[str, int], seconds: float) -> None:
@@ -116,31 +219,69 @@ class Table:
         r["cases"] += 1
         r["rows"] += rows
         r["time_s"] += seconds
-        for f in FIELDS:
+        for f in self.fields:
             r[f] += mism[f]
 
     def mismatches(self) -> int:
-        return sum(r[f] for r in self.rows.values() for f in FIELDS)
+        return sum(r[f] for r in self.rows.values() for f in self.fields)
 
     def checked_rows(self) -> int:
         return sum(r["rows"] for r in self.rows.values())
 
     def render(self) -> str:
-        head = f"{'suite':<10}{'cases':>7}{'rows':>10}" + "".join(f"{f:>9}" for f in FIELDS) + f"{'time':>9}"
+        head = f"{'suite':<14}{'cases':>7}{'rows':>10}" + "".join(f"{f:>10}" for f in self.fields) + f"{'time':>9}"
         lines = [head, "-" * len(head)]
         for s, r in self.rows.items():
             lines.append(
-                f"{s:<10}{r['cases']:>7}{r['rows']:>10}"
-                + "".join(f"{r[f]:>9}" for f in FIELDS)
+                f"{s:<14}{r['cases']:>7}{r['rows']:>10}"
+                + "".join(f"{r[f]:>10}" for f in self.fields)
                 + f"{r['time_s']:>8.1f}s"
             )
         return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        return {s: r | {"time_s": round(r["time_s"], 2)} for s, r in self.rows.items()}
 
 
 def run_case(call: Call, device: Any) -> tuple[Proposal, Proposal, dict[str, int]]:
     ref = call.run_reference()
     got = call.run_kernel(device)
     return ref, got, rows_per_field(got, ref)
+
+
+def run_accept_case(call: AcceptCall, device: Any) -> tuple[Verdict, Verdict, dict[str, int]]:
+    ref = call.run_reference()
+    got = call.run_kernel(device)
+    return ref, got, rows_per_field(got, ref)
+
+
+def _check_calls(
+    what: str, calls: Iterable[tuple[str, Any]], run: Callable[[Any, Any], tuple[Any, Any, dict[str, int]]],
+    table: Table, add_failure: Callable[[Any, Any, Any], None], device: Any, verbose: bool
+) -> None:
+    """Every (suite, call) through ``run`` into ``table``; a mismatching call to ``add_failure``."""
+    t_start = time.perf_counter()
+    i = 0
+    it: Iterator[tuple[str, Any]] = iter(calls)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            suite, call = next(it)  # the verifier's request rows are built (on the device) here
+        except StopIteration:
+            break
+        ref, got, mism = run(call, device)
+        table.add(suite, call.b, mism, time.perf_counter() - t0)
+        if any(mism.values()):
+            add_failure(call, ref, got)
+        i += 1
+        if verbose or i % 10 == 0:
+            progress(f"  {what} {i} {call.name}: {time.perf_counter() - t0:.1f} s, {table.mismatches()} mismatches "
+                     f"({time.perf_counter() - t_start:.0f} s)")
+    progress(f"  {what}: {i} calls, {table.checked_rows()} rows, {table.mismatches()} mismatches "
+             f"({time.perf_counter() - t_start:.0f} s)")
+
+
+# ------------------------------------------------------------------------------------------------------ bulk rows
 
 
 def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
@@ -177,7 +318,7 @@ def bulk(
     def settle(item: Pending, parts: list[Proposal]) -> None:
         nonlocal done, last_print
         got, keys, shm = item
-        ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))
+        ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in SELECTOR_FIELDS))
         mism = rows_per_field(got, ref)
         table.add("bulk", got.status.shape[0], mism, 0.0)
         if any(mism.values()):
@@ -207,7 +348,7 @@ def bulk(
                 if not np.array_equal(x[:8].cpu().numpy().view(np.uint32), cpu_rows):
                     raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
             out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4])
-            got = Proposal(*(getattr(out, f).cpu().numpy() for f in FIELDS))
+            got = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
             shm = pipe.buffer()  # settles the batch that last used it
             torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
             tasks = [
@@ -218,24 +359,17 @@ def bulk(
     table.rows["bulk"]["time_s"] = time.perf_counter() - t0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pp3.audit.parity", description=__doc__.splitlines()[0])
-    size = ap.add_mutually_exclusive_group()
-    size.add_argument("--full", action="store_true", help="GPU sizes (default when CUDA is available)")
-    size.add_argument("--quick", action="store_true", help="interpreter sizes (default without CUDA)")
-    ap.add_argument("--bulk-rows", type=int, default=None, help="random rows at V=163840 (GPU default 10^6)")
-    ap.add_argument("--bulk-seed", type=int, default=0, help="seed of the bulk rows (split 10^6 rows over calls)")
-    ap.add_argument("--bulk-only", action="store_true", help="skip the suites, run only the bulk rows")
-    ap.add_argument("--bulk-vocab", type=int, default=163840, help="vocabulary of the bulk rows")
-    ap.add_argument("--json", action="store_true", help="print one JSON document (stamp and table) on stdout")
-    ap.add_argument("--out", type=Path, default=Path("verify-failures"), help="where a failing case is written")
-    ap.add_argument("--replay", metavar="FILE", help="re-run one dumped case and show both outputs")
-    args = ap.parse_args(argv)
-    if args.bulk_rows is not None and args.bulk_rows < 0:
-        ap.error(f"--bulk-rows: expected >= 0, got {args.bulk_rows}")
-    if args.bulk_vocab < 1:
-        ap.error(f"--bulk-vocab: expected >= 1, got {args.bulk_vocab}")
+# ------------------------------------------------------------------------------------------------------ the run
 
+
+def _part(table: Table, failures: Failures, ran: bool) -> dict[str, Any]:
+    verdict = "PASS" if ran and table.mismatches() == 0 and table.checked_rows() > 0 else "FAIL"
+    return {"verdict": verdict if ran else "SKIPPED", "suites": table.as_dict(), "rows": table.checked_rows(),
+            "mismatches": table.mismatches(), "first_failure": None if failures.first is None else str(failures.first)}
+
+
+def run(args: argparse.Namespace) -> int:
+    """``pp3 verify`` on parsed arguments (``pp3.cli`` checks them): 0 PASS, 1 FAIL, 2 a run that cannot start."""
     import warnings
 
     import torch
@@ -243,62 +377,87 @@ def main(argv: list[str] | None = None) -> int:
     # The interpreter evaluates uint64 Philox and key arithmetic in NumPy, which warns on intended wrap-around.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    interp = os.environ.get("TRITON_INTERPRET") == "1"
-    if device.type == "cpu" and not interp:
-        print("no CUDA GPU: set TRITON_INTERPRET=1 to run the kernels through Triton's interpreter", file=sys.stderr)
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        print("pp3 verify: no CUDA GPU: set TRITON_INTERPRET=1 to run the kernels through Triton's interpreter",
+              file=sys.stderr)
         return 2
-
     if args.replay:
-        call = load_case(args.replay)
-        ref, got, mism = run_case(call, device)
-        print(f"{call.name}: mismatching rows per field {mism}")
-        for f in FIELDS:
-            print(f"reference {f}: {getattr(ref, f).tolist()}\nkernel    {f}: {getattr(got, f).tolist()}")
-        return 1 if any(mism.values()) else 0
-
-    full = args.full or (device.type == "cuda" and not args.quick)
+        return replay(args.replay, device, args.json)
+    size = "quick" if args.quick else "full" if args.full or device.type == "cuda" else "standard"
+    if size == "full" and device.type != "cuda":
+        print("pp3 verify: --full runs the SPEC vocabularies (V up to 262144), for a CUDA GPU; in the interpreter "
+              "use the default sizes or --quick", file=sys.stderr)
+        return 2
     bulk_rows = args.bulk_rows if args.bulk_rows is not None else (1_000_000 if device.type == "cuda" else 0)
+    parts = ("selector",) if args.bulk_only else tuple(p for p in PARTS if p in args.parts)
     if args.bulk_only and bulk_rows == 0:
         print("pp3 verify: --bulk-only with 0 bulk rows would check nothing; give --bulk-rows N (N >= 1)",
               file=sys.stderr)
         return 2
-    stamp = environment()
-    progress(f"pp3 verify: device={stamp['gpu'] or 'cpu (interpreter)'}, sizes={'full' if full else 'quick'}, "
-             f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
-    table = Table()
-    failures = Failures(args.out)
-    all_cases = [] if args.bulk_only else list(suites(full))
-    for i, (suite, call) in enumerate(all_cases):
-        t0 = time.perf_counter()
-        ref, got, mism = run_case(call, device)
-        table.add(suite, call.b, mism, time.perf_counter() - t0)
-        if any(mism.values()):
-            failures.add(call, ref, got)
-        if full or (i + 1) % 10 == 0 or i + 1 == len(all_cases):
-            el = time.perf_counter() - t0
-            progress(f"  {i + 1}/{len(all_cases)} {call.name}: {el:.1f} s, {table.mismatches()} mismatches")
-    if bulk_rows:
-        bulk(table, bulk_rows, args.bulk_vocab, 1024, failures, device, args.bulk_seed)
-    if table.checked_rows() == 0:
-        print("pp3 verify: no row was checked", file=sys.stderr)
-        return 2
 
-    verdict = "MISMATCH" if failures.first else "PASS"
+    stamp = environment()
+    progress(f"pp3 verify: device={stamp['gpu'] or 'cpu (interpreter)'}, sizes={size}, parts={','.join(parts)}, "
+             f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
+    t_start = time.perf_counter()
+    select_table, accept_table = Table(SELECTOR_FIELDS), Table(VERIFIER_FIELDS)
+    select_fail, accept_fail = Failures(args.out), Failures(args.out)
+    if "selector" in parts:
+        if not args.bulk_only:
+            _check_calls("selector", suites(size), run_case, select_table, select_fail.add, device,
+                         size == "full")
+        if bulk_rows:
+            bulk(select_table, bulk_rows, args.bulk_vocab, 1024, select_fail, device, args.bulk_seed)
+    if "verifier" in parts:
+        _check_calls("verifier", accept_suites(size, device), run_accept_case, accept_table, accept_fail.add_accept,
+                     device, size == "full")
+    conformance_report: dict[str, Any] | None = None
+    if "conformance" in parts:
+        from pp3.audit import conformance
+
+        t0 = time.perf_counter()
+        conformance_report = conformance.run(kernels=True)
+        progress(f"  conformance: {conformance_report['verdict']} ({time.perf_counter() - t0:.0f} s)")
+
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "pp3 verify",
+        "verdict": "FAIL",
+        "sizes": size,
+        "parts": list(parts),
+        "selector": _part(select_table, select_fail, "selector" in parts),
+        "verifier": _part(accept_table, accept_fail, "verifier" in parts),
+        "conformance": None if conformance_report is None else {
+            k: conformance_report[k] for k in ("verdict", "implementations", "results")},
+        "time_s": round(time.perf_counter() - t_start, 1),
+        "environment": stamp,
+    }
+    verdicts = [doc[p]["verdict"] for p in parts]
+    doc["verdict"] = "PASS" if verdicts and all(v == "PASS" for v in verdicts) else "FAIL"
     if args.json:
-        doc = {"environment": stamp, "sizes": "full" if full else "quick", "suites": table.rows,
-               "mismatches": table.mismatches(), "verdict": verdict,
-               "first_failure": None if failures.first is None else str(failures.first)}
         print(json.dumps(doc, indent=1))
     else:
         print(f"environment: {json.dumps(stamp)}")
-        print(table.render())
-    if failures.first:
-        progress(f"MISMATCH: first case written to {failures.first}; replay: python -m pp3.audit.parity --replay "
-                 f"{failures.first}")
-        return 1
-    if not args.json:
-        print("bitwise parity: 0 mismatches")
-    return 0
+        if "selector" in parts:
+            print(f"\nselector (SPEC.md §2-§8): mismatching rows per field\n{select_table.render()}")
+        if "verifier" in parts:
+            print(f"\nverifier (SPEC.md §11): mismatching rows per field\n{accept_table.render()}")
+        if conformance_report is not None:
+            from pp3.audit import conformance
+
+            print(f"\n{conformance.render(conformance_report)}")
+        each = ", ".join(f"{p} {doc[p]['verdict']}" for p in parts)
+        print(f"\nverify: {doc['verdict']} ({each}; {doc['time_s']:.0f} s)")
+    for fail in (select_fail, accept_fail):
+        if fail.first is not None:
+            progress(f"MISMATCH: first case written to {fail.first}; replay: {replay_command(fail.first)}")
+    return 0 if doc["verdict"] == "PASS" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pp3.audit.parity [ARGS]`` is ``pp3 verify [ARGS]``."""
+    from pp3.cli import main as cli_main
+
+    return cli_main(["verify", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

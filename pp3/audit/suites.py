@@ -1,5 +1,7 @@
-"""The cases of the parity suite (``make verify``): seeded generators of selector calls (``pp3.testing.call.Call``,
-raw bits of each format), so every case can be rebuilt from its name and seed, and the hashed rows of the bulk suite.
+"""The cases of the parity suite (``pp3 verify``, ``make verify``): seeded generators of selector calls
+(``pp3.testing.call.Call``, raw bits of each format) and of verifier calls (``pp3.testing.call.AcceptCall``, see
+"the verifier" below), so every case can be rebuilt from its name and seed, and the hashed rows of the selector's
+bulk suite. Three sizes: quick, standard (the interpreter's default) and full (a GPU's).
 
 Which kernel path each vocabulary hits (launch 1's ``_top_k``, launch 2's merge; pp3/kernels/_select.py): V = 1, 31,
 32, 33 one tile of N <= 4K entries (all-pairs rank) and V < K; 65, 300 several tiles of 32 / 64 in the interpreter;
@@ -17,7 +19,16 @@ import numpy as np
 import numpy.typing as npt
 
 from pp3.reference import DEFAULT_TAU
-from pp3.testing.call import FORMATS, Call
+from pp3.testing.call import FORMATS, AcceptCall, Call
+from pp3.testing.drafts import (
+    BROKEN_DRAFTS,
+    REJECT_Q,
+    REJECT_SEED_ACCEPT,
+    break_draft,
+    point_drafts,
+    two_slot_draft,
+)
+from pp3.testing.drafts import random_case as random_accept_case
 
 F32_MAX = float(np.finfo(np.float32).max)
 F32_TINY = float(np.finfo(np.float32).tiny)  # smallest normal
@@ -41,7 +52,7 @@ def _to_bits(x32: npt.NDArray[np.float32], fmt: str) -> npt.NDArray[Any]:
 
 
 def _call(name: str, fmt: str, x: npt.NDArray[np.float32], temp: npt.NDArray[np.float32],
-          keys: tuple[npt.NDArray[np.uint64], ...], tau: float, tile: int) -> Call:
+          keys: tuple[npt.NDArray[np.uint64], ...], tau: float, tile: int | None) -> Call:
     seed, rnd, pos = (tuple(int(v) for v in k) for k in keys)
     return Call(FORMATS[fmt], _to_bits(x, fmt), temp, seed, rnd, pos, tau, tile, True, name=name)
 
@@ -154,6 +165,21 @@ def random_case(
     return _call(f"random[V={v},B={b},{dtype},tile={tile}]", dtype, x, temperatures(rng, b, mix), keys, tau, tile)
 
 
+# A key whose §8 draw lands exactly on a slot boundary: for ``boundary_case``'s row the proposal uniform of seed
+# BOUNDARY_SEED (round 0, position 0) is u = 10959365, the cumulative count of an odd number of slots' tickets, so
+# a draw that takes u <= C_j for u < C_j, or a uniform whose low bit is lost, picks another slot. Found by search
+# over seeds 0 .. 2^21 (tests/test_parity_bulk.py checks that u is a boundary).
+BOUNDARY_SEED = 1793018
+BOUNDARY_U = 10959365
+
+
+def boundary_case(tile: int | None) -> Call:
+    """One fp32 row of V = 300 distinct, decreasing logits at T = 1, keyed so that u equals a cumulative count."""
+    x = np.linspace(-5.0, 5.0, 300, dtype=np.float32)[::-1].copy()[None]
+    return _call(f"boundary[V=300,u={BOUNDARY_U},tile={tile}]", "fp32", x, np.ones(1, np.float32),
+                 tuple(np.array([k], dtype=np.uint64) for k in (BOUNDARY_SEED, 0, 0)), DEFAULT_TAU, tile)
+
+
 def split_sizes(rng: np.random.Generator, v: int, n: int) -> tuple[int, ...]:
     """``n`` uneven contiguous shard sizes (each >= 1) that add up to ``v``."""
     n = max(1, min(n, v))
@@ -162,8 +188,12 @@ def split_sizes(rng: np.random.Generator, v: int, n: int) -> tuple[int, ...]:
     return tuple(int(edges[i + 1] - edges[i]) for i in range(n))
 
 
-def suites(full: bool, seed: int = 20261130) -> Iterator[tuple[str, Call]]:
-    """(suite, case) pairs. ``full`` = GPU sizes (SPEC vocabularies, B up to 64); else interpreter sizes."""
+def suites(size: str, seed: int = 20261130) -> Iterator[tuple[str, Call]]:
+    """(suite, case) pairs of a size: "full" (GPU sizes: the SPEC vocabularies, B up to 64), "standard" (the
+    interpreter's: V up to 300) or "quick" (V = 1, 31, 33, 300: every launch-1 path of the standard sizes)."""
+    if size not in ("quick", "standard", "full"):
+        raise ValueError(f"size: expected 'quick', 'standard' or 'full', got {size!r}")
+    full = size == "full"
     rng = np.random.default_rng(seed)
     vocab: tuple[int, ...]
     batches: tuple[int, ...]
@@ -173,9 +203,10 @@ def suites(full: bool, seed: int = 20261130) -> Iterator[tuple[str, Call]]:
         batches = (1, 4, 64)
         tiles = (1024, 2048, 4096)  # auto_tile picks among these
     else:
-        vocab = (1, 31, 32, 33, 65, 300)
+        vocab = (1, 31, 33, 300) if size == "quick" else (1, 31, 32, 33, 65, 300)
         batches = (1, 3)
         tiles = (32, 64)
+    yield "edges", boundary_case(None if full else 32)
     for dtype in DTYPES:
         for v in vocab:
             yield "edges", edge_case(v, dtype, rng, tiles[-1] if full else 32)
@@ -238,3 +269,120 @@ def hashed_rows_torch(row_seed: Any, v: int) -> Any:
     x = torch.where(kind == 2, float("-inf"), x)
     x = torch.where((kind == 3) & hit, float("nan"), x)
     return torch.where((kind == 4) & hit, float("inf"), x).contiguous()
+
+
+# ------------------------------------------------------------------------------------------ the verifier (§11)
+#
+# Two kinds of verifier calls (``pp3.testing.call.AcceptCall``), both run on the kernel and the reference by
+# ``pp3.audit.parity``:
+#
+# - ``accept_edges``: named calls that hit each clause of SPEC.md §11, built with ``pp3.testing.drafts`` as
+#   tests/test_kernels_accept.py builds them: every temperature class (T0 +-0.0, sampled, +inf, NaN, < 0), masked and
+#   flat target rows, NAN_LOGIT / POS_INF_LOGIT / ZERO_MASS target rows, truncated rounds, each invalid draft of
+#   ``BROKEN_DRAFTS``, the rejected Lemire word, point-mass drafts on the argmax, uint64-edge keys and wrapping
+#   positions, depths 1-8, fp32 / fp16 / bf16 and several tiles.
+# - ``accept_plans``: the request rows of ``pp3.audit.accept_bulk`` (its plans, logits, kernel-proposed drafts and
+#   corruptions), batch k at depth 1 + k mod 8 in format k mod 3, so 24 batches cover every (depth, format) pair.
+#   Batch k of B rows holds rows [k B, (k + 1) B) of the seed, as ``python -m pp3.audit.accept_bulk --batch B`` on
+#   the same device numbers them.
+
+ACCEPT_SEED = 20261201
+
+
+def _accept(case: dict[str, Any], name: str, fmt: str = "fp32", tile: int | None = None) -> AcceptCall:
+    """An AcceptCall from a reference-convention case (fp32 target logits), rounded to ``fmt`` (RNE)."""
+    call = AcceptCall.of(**case, tile=tile, name=name)
+    if fmt != "fp32":
+        call = call.replace(fmt=FORMATS[fmt], bits=_to_bits(call.bits.view(np.float32), fmt))
+    return call
+
+
+def accept_edges(v: int, tiles: tuple[int | None, ...] = (None,), seed: int = ACCEPT_SEED) -> Iterator[AcceptCall]:
+    """The named verifier calls at vocabulary ``v`` (>= 3; the random rows at each of ``tiles``, None the
+    verifier's default)."""
+    rng = np.random.default_rng(seed + v)
+    for temp, tag in ((1.0, "T=1"), (0.3, "T=0.3"), (np.inf, "T=inf"), (0.0, "T0")):
+        for tile in tiles:
+            case = random_accept_case(rng, 3, 2, v, temp)
+            case["target_logits"][0, :, 1] = -np.inf  # a masked token
+            case["target_logits"][1, 1, :] = 0.5  # a flat row: ties everywhere
+            case["position"][2] = np.uint64(U64_EDGES[-1])  # positions wrap
+            yield _accept(case, f"accept-random[{tag},V={v},D=2,tile={tile}]", tile=tile)
+    for d in range(1, 9):  # every depth, every format, mixed temperature classes, uint64-edge keys
+        fmt = DTYPES[d % 3]
+        case = random_accept_case(rng, 4, d, v, 1.0)
+        case["target_temperature"] = np.array([1.0, 0.0, 0.7, -0.0], dtype=np.float32)
+        case["round"] = np.array([U64_EDGES[3], 0, U64_EDGES[-1], 1], dtype=np.uint64)
+        case["seed"][0] = np.uint64(U64_EDGES[-1])
+        case["position"][1] = np.uint64(U64_EDGES[-1] - d // 2)
+        yield _accept(case, f"accept-depth[D={d},V={v},{fmt}]", fmt)
+    case = random_accept_case(rng, 3, 3, v, 1.0)
+    case["target_temperature"] = np.array([np.nan, -0.0, -1.0], dtype=np.float32)
+    yield _accept(case, f"accept-bad-temperature[V={v}]")
+    case = random_accept_case(rng, 6, 3, v, 1.0)
+    yield _accept(case | point_drafts(np.argmax(case["target_logits"][:, :-1], axis=-1)), f"accept-argmax[V={v}]")
+
+
+def accept_fixed(seed: int = ACCEPT_SEED) -> Iterator[AcceptCall]:
+    """The named verifier calls of a fixed vocabulary: the rejected Lemire word (V = 5), failed target rows and a
+    truncated round, and each invalid draft of ``BROKEN_DRAFTS`` (V = 40, as ``break_draft`` needs)."""
+    yield _accept({"target_logits": np.zeros((1, 2, 5), dtype=np.float32), "target_temperature": 1.0,
+                   **two_slot_draft(1, 1, 1, REJECT_Q, 3), "seed": REJECT_SEED_ACCEPT, "round": 0, "position": 0},
+                  "accept-rejected-lemire-word[V=5]")
+    case = random_accept_case(np.random.default_rng(seed + 4), 6, 2, 40, 1.0)
+    case["target_logits"][0, 1, 3] = np.nan  # NAN_LOGIT at row 1
+    case["target_logits"][1, 0, :] = -np.inf  # ZERO_MASS at row 0
+    case["target_logits"][2, 2, 0] = np.inf  # POS_INF_LOGIT at the bonus row
+    case["draft_status"][3, 0] = 1  # n = 0: the bonus from p_0; later rows ignored
+    case["target_logits"][3, 1:, 0] = np.nan
+    break_draft("token_zero_tickets", case["draft_ids"][4:], case["draft_tickets"][4:], case["draft_tokens"][4:])
+    yield _accept(case, "accept-failed-rows-and-truncation[V=40]", tile=16)
+    for kind in BROKEN_DRAFTS:
+        case = random_accept_case(np.random.default_rng(seed + 21), 2, 2, 40, 1.0)
+        break_draft(kind, case["draft_ids"], case["draft_tickets"], case["draft_tokens"])
+        yield _accept(case, f"accept-invalid-draft[{kind},V=40]")
+
+
+def accept_plan(k: int, b: int, v: int, device: Any, seed: int = ACCEPT_SEED) -> AcceptCall:
+    """Batch ``k`` of ``pp3.audit.accept_bulk``'s request rows (``b`` rows at vocabulary ``v``), built on ``device``
+    (its drafts proposed by ``pp3.kernels.propose`` there), as an AcceptCall on the host."""
+    import torch
+
+    from pp3.audit import accept_bulk
+
+    d, fmt = accept_bulk.batch_layout(k)
+    plan = accept_bulk.plan_batch(seed, np.arange(k * b, (k + 1) * b, dtype=np.int64), d, v)
+    target, draft_logits = accept_bulk.build_logits(plan, d, fmt, v, device)
+    draft = accept_bulk.propose_drafts(draft_logits, plan, device)
+    del draft_logits
+    accept_bulk.corrupt(target, draft, plan, v)
+    raw = target.view(torch.int32 if fmt == "fp32" else torch.int16).cpu().numpy().view(FORMATS[fmt].dtype)
+    return AcceptCall(FORMATS[fmt], raw, plan.temperature, draft["draft_tokens"], draft["draft_status"],
+                      draft["draft_ids"], draft["draft_tickets"], plan.seed, plan.round, plan.position,
+                      name=f"accept-plans[seed={seed},batch={k},B={b},V={v},D={d},{fmt}]")
+
+
+# Per size: the named calls' (vocabulary, tiles), and the request rows' (vocabulary, batches, rows per batch).
+# quick: depths 1-3 of the request rows, each format once; standard (the interpreter's default): every (depth,
+# format) pair, tiles of 8 and 16 (V = 37: 5 and 3 tiles, ragged); full (a GPU): the vocabularies of the
+# selector's full suite, 24 batches each.
+AcceptSizes = tuple[tuple[tuple[int, tuple[int | None, ...]], ...], tuple[tuple[int, int, int], ...]]
+ACCEPT_SIZES: dict[str, AcceptSizes] = {
+    "quick": (((37, (None,)),), ((40, 3, 6),)),
+    "standard": (((37, (None, 8, 16)), (97, (None,))), ((40, 24, 4), (97, 3, 4))),
+    "full": (((40, (None, 8, 16)), (4097, (None, 256)), (32000, (None,))),
+             ((163840, 24, 64), (262144, 24, 16), (151936, 8, 16))),
+}
+
+
+def accept_suites(size: str, device: Any, seed: int = ACCEPT_SEED) -> Iterator[tuple[str, AcceptCall]]:
+    """(suite, verifier call) pairs of a size (``ACCEPT_SIZES``): the named calls, then the request rows."""
+    edge_sizes, plan_sizes = ACCEPT_SIZES[size]
+    for call in accept_fixed(seed):
+        yield "accept-edges", call
+    for v, tiles in edge_sizes:
+        for call in accept_edges(v, tiles, seed):
+            yield "accept-edges", call
+    for v, batches, b in plan_sizes:
+        for k in range(batches):
+            yield "accept-plans", accept_plan(k, b, v, device, seed)

@@ -220,18 +220,28 @@ class Call:
         out: Proposal = select.propose(self.reference_logits(), self.temperature.copy(), *self.seeds(), self.tau)
         return out
 
-    def run_kernel(self, device: Any = None, **launch: Any) -> Proposal:
-        """The Triton selector on this call (``propose_sharded`` over ``cuts`` if any; column views, not copies) on
-        ``device`` (default: the CUDA GPU, else the CPU under the interpreter); the result as NumPy arrays."""
+    def run_kernel(self, device: Any = None) -> Proposal:
+        """The Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
+        interpreter), through the public launchers: ``propose``, or over ``cuts`` one ``tile_candidates`` per shard
+        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order. The result as
+        NumPy arrays."""
+        import torch
+
         from pp3 import kernels
 
         dev = default_device() if device is None else device
         x = self.torch_logits(dev)
+        args = (*self.kernel_row_args(dev), self.tau)
+        if not self.cuts:
+            out: Proposal = to_numpy(kernels.propose(x, *args, tile=self.tile))
+            return out
         edges = [0, *self.cuts, self.v]
-        shards = [x[:, a:c] for a, c in itertools.pairwise(edges)]
-        out: Proposal = to_numpy(
-            kernels.propose_sharded(shards, *self.kernel_row_args(dev), self.tau, tile=self.tile, **launch)
-        )
+        parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
+                 for a, c in itertools.pairwise(edges)]
+        # The shards' tiles side by side, as an exchange of them gives them (finalize checks what it is given).
+        cands = dataclasses.replace(parts[0], keys=torch.cat([p.keys for p in parts], 1).contiguous(),
+                                    flags=torch.cat([p.flags for p in parts], 1).contiguous(), spans={})
+        out = to_numpy(kernels.finalize(cands, *args, vocab_size=self.v))
         return out
 
     def __repr__(self) -> str:
@@ -336,10 +346,11 @@ class AcceptCall:
     round: npt.NDArray[np.uint64]  # [B]
     position: npt.NDArray[np.uint64]  # [B], of draft 0
     tile: int | None = None  # the verifier's tile (None: its default)
+    name: str = ""  # what the call is, in reports
 
     @classmethod
     def of(cls, target_logits: Any, target_temperature: Any, seed: Any, round: Any, position: Any,
-           tile: int | None = None, **draft: Any) -> AcceptCall:
+           tile: int | None = None, name: str = "", **draft: Any) -> AcceptCall:
         """From the reference's calling convention (NumPy fp32 / fp16 target logits, scalars or [B] keys)."""
         from pp3.reference import _args
 
@@ -357,11 +368,26 @@ class AcceptCall:
             _args.as_uint64_rows("round", round, b),
             _args.as_uint64_rows("position", position, b),
             tile=tile,
+            name=name,
         )
 
     @property
     def b(self) -> int:
         return int(self.bits.shape[0])
+
+    @property
+    def depth(self) -> int:
+        return int(self.bits.shape[1]) - 1
+
+    @property
+    def v(self) -> int:
+        return int(self.bits.shape[2])
+
+    def row_inputs(self, r: int) -> str:
+        """One row's scalar inputs, in hex, enough to replay it with its drafts and target bits."""
+        t = self.temperature[r]
+        return (f"target_temperature 0x{int(t.view(np.uint32)):08x} ({float(t)!r}) seed 0x{int(self.seed[r]):016x} "
+                f"round 0x{int(self.round[r]):016x} position 0x{int(self.position[r]):016x}")
 
     def take(self, rows: Sequence[int]) -> AcceptCall:
         """The sub-batch (or permutation) of ``rows``, every per-row input carried along."""
