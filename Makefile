@@ -13,10 +13,19 @@ PY312 ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3
 PY313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3
 REF_PYTEST = -m pytest -q -p no:cacheprovider tests proptests/test_reference_vs_oracle.py -m "not interpreter"
 
-.PHONY: test verify typecheck lint audit-exp golden stats bench test-py312 test-py313 wheel-check clean
+.PHONY: test verify typecheck lint audit-exp golden stats bench test-py312 test-py313 wheel-check install-check \
+  triton-matrix clean
+
+# The CPU build of torch that requirements/cpu.txt pins: from the PyTorch CPU wheel index where it is reachable, else
+# from pip's own configuration (these machines: a local folder; the unreachable index costs ~8 s). Asked for alone,
+# so that only torch is looked up there (every other package of the pins, asked of an unreachable index, costs its
+# own retries: ~5 minutes for the whole file).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIN := $(shell sed -n 's/^\(torch==[^ #]*\).*/\1/p' requirements/cpu.txt)
 
 $(STAMP): requirements/cpu.txt pyproject.toml
 	if [ ! -x $(VPY) ]; then $(PY) -m venv $(VENV); fi
+	$(VPY) -m pip install --no-deps --extra-index-url $(TORCH_INDEX) "$(TORCH_PIN)"
 	$(VPY) -m pip install -r requirements/cpu.txt
 	$(VPY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
@@ -27,9 +36,9 @@ test: lint typecheck $(STAMP)
 
 verify: $(STAMP)
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
-	  $(VPY) -m pp3.audit.parity; \
+	  $(VPY) -m pp3 verify; \
 	else \
-	  TRITON_INTERPRET=1 $(VPY) -m pp3.audit.parity; \
+	  TRITON_INTERPRET=1 $(VPY) -m pp3 verify; \
 	fi
 
 # Every Python directory of the project (pp3 and its benchmarks, tools, audits and tests).
@@ -55,9 +64,38 @@ wheel-check: $(STAMP)
 	  "$$root/venv/bin/pp3" conformance --kernels no && \
 	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" conformance --kernels yes && \
 	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" verify --quick --json --out failures > verify.json && \
-	  "$$root/venv/bin/python" -c "import json; d = json.load(open('verify.json')); assert d['verdict'] == 'PASS', d" && \
+	  "$$root/venv/bin/python" -c "import json; d = json.load(open('verify.json')); \
+	    assert d['verdict'] == 'PASS' and d['schema_version'] == 1, d" && \
+	  "$$root/venv/bin/pp3" --version && \
 	  "$$root/venv/bin/python" example.py && \
 	  { ! "$$root/venv/bin/pp3" stats 2> stats.err; } && grep -q "repository tool" stats.err
+
+# How pip installs the package (tools/install_check.py, needs PyPI; nothing is installed): pp3-exact[kernels] resolves
+# the newest torch and Triton, an engine's torch pin stays, and make's CPU torch resolves from an index.
+install-check: $(STAMP)
+	rm -rf dist/install-check && $(VPY) -m pip wheel -q --no-deps --no-build-isolation -w dist/install-check .
+	$(VPY) tools/install_check.py dist/install-check/pp3_exact-*.whl
+
+# Every supported Triton beside the pinned one (requirements/cpu.txt), each installed alone into .triton/<version>
+# (pip --target, no dependencies) and put first on the path, with the pinned CPU torch: the PTX audit of every kernel
+# for sm_90 and the kernels' interpreter parity (pp3 verify at TRITON_MATRIX_VERIFY, and the conformance files) on
+# each. TRITON_NEWEST runs with the newest NumPy for Python 3.11 (NUMPY_NEWEST) too. A Triton whose kernels change a
+# bit or a PTX class fails here.
+TRITON_MATRIX ?= 3.7.1 3.8.0 3.9.0
+TRITON_NEWEST ?= 3.9.0
+NUMPY_NEWEST ?= 2.4.6
+TRITON_MATRIX_VERIFY ?= --quick
+triton-matrix: $(STAMP)
+	for v in $(TRITON_MATRIX); do \
+	  d=.triton/$$v; if [ "$$v" = "$(TRITON_NEWEST)" ]; then np=numpy==$(NUMPY_NEWEST); else np=; fi; \
+	  [ -f $$d/.stamp ] || { rm -rf $$d && $(VPY) -m pip install -q --no-deps --target $$d triton==$$v $$np && touch $$d/.stamp; }; \
+	  echo "=== Triton $$v $$np"; \
+	  PYTHONPATH=$$d $(VPY) -c "import numpy, triton; print('triton', triton.__version__, 'numpy', numpy.__version__)"; \
+	  PYTHONPATH=$$d $(VPY) -m pp3.audit.ptx > $$d/ptx.json || { cat $$d/ptx.json; exit 1; }; \
+	  PYTHONPATH=$$d $(VPY) -c "import json; d = json.load(open('$$d/ptx.json')); \
+	    print('ptx audit:', d['verdict'], d['variants'], 'variants of', len(d['kernels']), 'kernels')"; \
+	  PYTHONPATH=$$d TRITON_INTERPRET=1 $(VPY) -m pp3 verify $(TRITON_MATRIX_VERIFY); \
+	done
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -93,7 +131,7 @@ test-py313: .venv-3.13/.stamp
 	PYTHONPATH=. .venv-3.13/bin/python $(REF_PYTEST)
 
 clean:
-	rm -rf $(VENV) .venv-3.12 .venv-3.13 build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.12 .venv-3.13 .triton build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
 
 # ---- GPU targets (device machine) ----
@@ -113,7 +151,7 @@ FI_SITE = $(GPUCACHE)/site
 # bench-vocab pass it on as PP3_BENCH_NO_FLASHINFER / PP3_BENCH_FLASHINFER_NOTE.
 FI_NOTE = $(GPUCACHE)/flashinfer.note
 
-VERIFY_TIMEOUT ?= 300
+VERIFY_TIMEOUT ?= 600
 PTX_TIMEOUT ?= 300
 BULK_ROWS ?= 1000000
 BULK_SEED ?= 0
@@ -178,13 +216,13 @@ gpu-env:
 # The parity suites at full size (no bulk rows), then the PTX audit of every exact-path kernel as launched.
 verify-gpu:
 	$(gpu_step)
-	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3.audit.parity --full --bulk-rows 0 2>&1 | tee $(OUT)/verify.log | tail -8
+	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3 verify --full --bulk-rows 0 2>&1 | tee $(OUT)/verify.log | tail -30
 	timeout $(PTX_TIMEOUT) $(GPU_PY) -m pp3.audit.ptx --launched --digests 2>&1 | tee $(OUT)/ptx_audit.json | tail -3
 
 # BULK_ROWS random rows at V = 163840 with --bulk-seed BULK_SEED (the process pool's shutdown warnings dropped).
 bulk-gpu:
 	$(gpu_step)
-	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3.audit.parity --full --bulk-only --bulk-rows $(BULK_ROWS) \
+	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3 verify --full --bulk-only --bulk-rows $(BULK_ROWS) \
 	  --bulk-seed $(BULK_SEED) 2>&1 | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
 	  | tee $(OUT)/bulk_$(BULK_SEED).log | tail -4
 

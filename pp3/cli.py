@@ -269,6 +269,9 @@ def add_verify(sub: Any) -> None:
     ap.add_argument("--bulk-seed", type=_int_in(0, 2**32 - 1), default=0, metavar="S",
                     help="seed of the bulk rows, 0 .. 2^32-1; calls with distinct seeds check distinct rows")
     ap.add_argument("--bulk-only", action="store_true", help="run only the selector's bulk rows")
+    ap.add_argument("--bulk-greedy", action="store_true",
+                    help="bulk rows with target temperature +-0 only: the greedy selector and propose's T0 rows "
+                    "checked on every row (otherwise the greedy selector on the T0 and failed rows alone)")
     ap.add_argument("--bulk-vocab", type=_int_in(1, 262144), default=163840, metavar="V",
                     help="vocabulary of the bulk rows, 1 .. 262144 (four shared buffers of 1024 rows each)")
     ap.add_argument("--json", action="store_true", help="print one JSON document (stamp and tables) on stdout")

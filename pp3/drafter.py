@@ -5,9 +5,11 @@ A drafter is either a ``DraftModel`` (token-only: the whole context in, the next
 a drafter with hidden states or a KV cache, EAGLE- or MTP-style). Both run through one loop: a ``DraftModel`` is
 driven through an internal adapter whose state is the context fed so far.
 
-``draft`` is the ordinary greedy path: per position the argmax of the drafter logits (ties to the lower ID), in
-plain torch, with no host synchronisation, so it can be captured in a CUDA graph. It is exactly the selector's T0
-output (SPEC.md §4.2, §7: slot 0 = (g, 2^24)), and it imports no sampled-kernel code.
+``draft`` is the ordinary greedy path: per position the argmax of the drafter logits (ties to the lower ID), exactly
+the selector's T0 output (SPEC.md §3, §4.2, §7: slot 0 = (g, 2^24)), with no host synchronisation, so it can be
+captured in a CUDA graph. On CUDA tensors (or with ``backend="triton"``) it runs the greedy selector kernel
+(``pp3.kernels.greedy``: one pass, one launch per position); on the CPU plain torch (``greedy_select``), importing
+no kernel code.
 
 ``draft_sampled`` proposes with the selector (SPEC.md §2-§8: top-32 tickets and a keyed Philox draw). It is admitted
 only when the environment variable ``DSPARK_SAMPLED_TOP32=1`` is set; otherwise it raises
@@ -169,7 +171,18 @@ def greedy_select(shards: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.T
     ``torch.max(x, dim=1)`` returns the index of the *first* maximal value (documented for CPU and CUDA; -0.0 and
     +0.0 compare equal), so ties go to the lower ID within a shard; across shards the first shard holding the
     maximum wins (``torch.max`` over the stacked shard maxima), i.e. the lower ID again. No host synchronisation.
+    The shards are fp32, fp16 or bf16 (the selector's formats: SPEC.md §2.1), whose values compare as fp32.
     """
+    if not shards:
+        raise ValueError("shards: need at least one [B, V_r] tensor")
+    for n, shard in enumerate(shards):
+        if not isinstance(shard, torch.Tensor) or shard.dtype not in _LOGIT_DTYPES:
+            what = shard.dtype if isinstance(shard, torch.Tensor) else type(shard).__name__
+            raise TypeError(f"shards[{n}]: expected a float32, float16 or bfloat16 torch.Tensor, got {what}")
+        if shard.dim() != 2 or shard.shape[0] != shards[0].shape[0] or shard.shape[1] < 1:
+            raise ValueError(
+                f"shards[{n}]: expected [B, V_r >= 1] with the rows of shards[0], got {tuple(shard.shape)}"
+            )
     maxima, index = [], []
     offset = 0
     for s in shards:
@@ -239,12 +252,7 @@ class TPDrafter:
     def draft_with_state(self, context: torch.Tensor) -> tuple[Draft, Any]:
         """``draft``, and the drafter's state after its ``depth`` steps (the context and every draft but the last
         consumed; for a token-only model the context it was last fed, [B, t + depth - 1] int64)."""
-        (tokens, status), state = self._run(context, _greedy_step)
-        b = tokens.shape[0]
-        ids = torch.full((b, self.depth, K), EMPTY_ID, dtype=torch.int32, device=tokens.device)
-        tickets = torch.zeros((b, self.depth, K), dtype=torch.int32, device=tokens.device)
-        ids[:, :, 0] = tokens  # §7 T0: slot 0 = (g, 2^24); failed rows: every slot empty
-        tickets[:, :, 0] = torch.where(status == 0, TICKETS, 0).to(torch.int32)
+        (tokens, status, ids, tickets), state = self._run(context, _GreedySteps(self.backend, self.tile))
         return Draft(tokens=tokens, status=status, ids=ids, tickets=tickets), state
 
     # ------------------------------------------------------------------------------------------- sampled path
@@ -311,9 +319,28 @@ Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # token, s
 Select = Callable[[list[torch.Tensor], int], tuple[torch.Tensor, ...]]  # one depth's shards -> its fields, token first
 
 
-def _greedy_step(shards: list[torch.Tensor], d: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The greedy path's selection at depth ``d`` (unkeyed: ``d`` is not used)."""
-    return greedy_select(shards)
+class _GreedySteps:
+    """The greedy path's selection, one call per depth (unkeyed: the depth is not used): the greedy selector kernel
+    on CUDA tensors (or with backend "triton"), plain torch otherwise."""
+
+    def __init__(self, backend: Backend, tile: int | None) -> None:
+        self.backend, self.tile = backend, tile
+
+    def __call__(self, shards: list[torch.Tensor], d: int) -> Step:
+        if self.backend == "triton" or (self.backend == "auto" and shards[0].is_cuda):
+            from pp3.kernels import buffers, checks, launchers  # the kernels, imported on first use
+            from pp3.kernels.config import DEFAULT_LAUNCH
+
+            xs, tile = checks.shards(shards, self.tile)  # the model's outputs of this depth
+            p = launchers.greedy(xs, tile, DEFAULT_LAUNCH, buffers.new_proposal(xs[0].shape[0], xs[0].device))
+            return p.token, p.status, p.ids, p.tickets
+        token, status = greedy_select(shards)
+        b = token.shape[0]
+        ids = torch.full((b, K), EMPTY_ID, dtype=torch.int32, device=token.device)
+        ids[:, 0] = token  # §7 T0: slot 0 = (g, 2^24); failed rows: every slot empty
+        tickets = torch.zeros((b, K), dtype=torch.int32, device=token.device)
+        tickets[:, 0] = torch.where(status == 0, TICKETS, 0).to(torch.int32)
+        return token, status, ids, tickets
 
 
 class _SampledSteps:

@@ -11,6 +11,8 @@ Operators (``Tensor`` outputs in the order of the ``Proposal`` / ``Candidates`` 
 
 * ``pp3::propose(logits, target_temperature, seed, round, position, tau, tile) -> (status, token, ids, tickets)``
 * ``pp3::propose_out(..., status!, token!, ids!, tickets!)``: the same into caller-owned buffers
+* ``pp3::greedy(logits, tile) -> (status, token, ids, tickets)`` and ``pp3::greedy_out(logits, status!, token!,
+  ids!, tickets!, tile)``: the greedy selector, for calls whose every row is greedy
 * ``pp3::tile_candidates(logits, id_offset, tile) -> (keys, flags)`` and
   ``pp3::finalize(keys, flags, target_temperature, seed, round, position, vocab_size, tau) -> (status, token, ids,
   tickets)``:
@@ -29,7 +31,7 @@ from torch import Tensor
 from pp3.kernels import accept, buffers, config, select
 from pp3.reference._constants import DEFAULT_TAU, K
 
-__all__ = ["finalize", "propose", "propose_out", "tile_candidates", "verify", "verify_out"]
+__all__ = ["finalize", "greedy", "greedy_out", "propose", "propose_out", "tile_candidates", "verify", "verify_out"]
 
 
 def _proposal_like(b: int, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -89,6 +91,28 @@ def propose_out(
 @propose_out.register_fake
 def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor, status: Tensor,
       token: Tensor, ids: Tensor, tickets: Tensor, tau: float = DEFAULT_TAU, tile: int | None = None) -> None:
+    _rows("logits", logits, 2)
+
+
+@torch.library.custom_op("pp3::greedy", mutates_args=())
+def greedy(logits: Tensor, tile: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    p = select.greedy(logits, tile=tile)
+    return p.status, p.token, p.ids, p.tickets
+
+
+@greedy.register_fake
+def _(logits: Tensor, tile: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _proposal_like(_rows("logits", logits, 2), logits)
+
+
+@torch.library.custom_op("pp3::greedy_out", mutates_args=("status", "token", "ids", "tickets"))
+def greedy_out(logits: Tensor, status: Tensor, token: Tensor, ids: Tensor, tickets: Tensor,
+               tile: int | None = None) -> None:
+    select.greedy(logits, tile=tile, out=select.Proposal(status=status, token=token, ids=ids, tickets=tickets))
+
+
+@greedy_out.register_fake
+def _(logits: Tensor, status: Tensor, token: Tensor, ids: Tensor, tickets: Tensor, tile: int | None = None) -> None:
     _rows("logits", logits, 2)
 
 

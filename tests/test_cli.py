@@ -101,13 +101,6 @@ def test_each_commands_help_names_it_and_shows_every_option_with_its_help_and_de
             assert "(default" in text, (command, action.option_strings)
 
 
-def test_python_m_pp3_audit_parity_is_pp3_verify(capsys: pytest.CaptureFixture[str]) -> None:
-    from pp3.audit import parity
-
-    assert parity.main(["--help"]) == 0
-    assert capsys.readouterr().out.startswith("usage: pp3 verify ")
-
-
 def test_repository_tools_say_so(capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("stats", "bench"):
         rc, _, err = run([name, "--help"], capsys)

@@ -242,3 +242,28 @@ def test_kernel_tree_is_the_adjacent_pairs_tree(n: int) -> None:
     got = out.cpu().numpy()
     assert got[0] == 1.0 + 2.0**-52
     np.testing.assert_array_equal(got.view(np.uint64), tickets.pairwise_sum(w).view(np.uint64))
+
+
+@pytest.mark.parametrize(("triton_v", "numpy_v", "refused"), [("3.6.0", "2.4.6", True), ("3.6.0", "2.3.5", False),
+                                                            ("3.9.0", "2.4.6", False)])
+def test_the_interpreter_refuses_the_numpy_it_fails_with(
+    triton_v: str, numpy_v: str, refused: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Triton 3.6's interpreter with NumPy >= 2.4 fails inside a launch (triton-lang/triton#9171): one line before."""
+    import importlib.metadata
+
+    from pp3.kernels import checks
+
+    if DEVICE != "cpu":
+        pytest.skip("the interpreter's check runs for CPU tensors")
+    versions = {"triton": triton_v, "numpy": numpy_v}
+    monkeypatch.setattr(importlib.metadata, "version", versions.__getitem__)
+    checks._interpreter_runs.cache_clear()
+    try:
+        if refused:
+            with pytest.raises(RuntimeError, match=r"Triton 3\.6\.0's interpreter .* NumPy 2\.4\.6"):
+                checks.logits("logits", torch.zeros(1, 4))
+        else:
+            checks.logits("logits", torch.zeros(1, 4))
+    finally:
+        checks._interpreter_runs.cache_clear()

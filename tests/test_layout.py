@@ -38,7 +38,8 @@ def test_the_package_imports_no_repository_tool(path: Path) -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pp3.reference",),  # the definition: NumPy only
     ("pp3", "pp3.kernels.config", "pp3.kernels.buffers", "pp3.kernels._common", "pp3.kernels._workspace"),
-    ("pp3.kernels.checks", "pp3.kernels._select", "pp3.kernels._accept", "pp3.kernels._rows"),  # checks; jit bodies
+    ("pp3.kernels.checks", "pp3.kernels._select", "pp3.kernels._accept", "pp3.kernels._rows",  # checks; jit bodies
+     "pp3.kernels._greedy"),
     ("pp3.kernels.launchers",),  # the launchers that trust their arguments
     ("pp3.kernels.select", "pp3.kernels.accept"),  # the public entry points: check once, then launch
     ("pp3.kernels.__init__",),

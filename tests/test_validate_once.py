@@ -109,6 +109,25 @@ def test_propose_and_propose_sharded(counts: collections.Counter[str]) -> None:
     _once(counts, "shards", "tile", *KEYS, "out", "tau", "launch")
 
 
+def test_greedy_and_greedy_sharded(counts: collections.Counter[str]) -> None:
+    x, _, _ = _inputs()
+    select.greedy(x)
+    _once(counts, "logits", "tile", "out", "launch")
+    counts.clear()
+    select.greedy_sharded([x[:, :40], x[:, 40:]], tile=32)
+    _once(counts, "shards", "tile", "out", "launch")
+    counts.clear()
+    ops.greedy(x)
+    _once(counts, "logits", "tile", "out", "launch")
+
+
+def test_greedy_drafter(counts: collections.Counter[str]) -> None:
+    """The greedy path on the kernels: the model's logits once per depth, nothing else to check."""
+    d = drafter.TPDrafter(_Model(), 3, backend="triton")
+    d.draft(torch.zeros(B, 1, dtype=torch.int64, device=DEVICE))
+    assert dict(counts) == {"shards": 3, "tile": 3}, dict(counts)
+
+
 def test_tile_candidates_and_finalize(counts: collections.Counter[str]) -> None:
     x, _, temp = _inputs()
     c = select.tile_candidates(x, tile=32)

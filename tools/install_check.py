@@ -137,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         pip = _newest_pip(work / "venv")
         (work / "a").mkdir()
         (work / "b").mkdir()
-        doc = {"schema_version": 1, "kernels_extra": check_extra(pip, args.wheel.resolve(), work / "a"),
-               "cpu_torch": check_cpu_torch(pip, work / "b")}
-    problems = doc["kernels_extra"]["problems"] + doc["cpu_torch"]["problems"]
+        extra, cpu = check_extra(pip, args.wheel.resolve(), work / "a"), check_cpu_torch(pip, work / "b")
+    doc: dict[str, Any] = {"schema_version": 1, "kernels_extra": extra, "cpu_torch": cpu}
+    problems = extra["problems"] + cpu["problems"]
     doc["verdict"] = "FAIL" if problems else "PASS"
     print(json.dumps(doc, indent=1))
     return 1 if problems else 0

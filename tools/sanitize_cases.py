@@ -63,9 +63,13 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
             x = (torch.randn(6, v, device=dev, generator=g) * 4).to(dt)
             select.propose(x, *_keys(6, dev))
             select.propose(_adversarial(x), *_keys(6, dev, (1.0, float("nan"), -1.0, 0.0)))
+            select.greedy(x)
+            select.greedy(_adversarial(x), tile=32)
     x = torch.randn(2, _big(dev), device=dev, generator=g)
     select.propose(x, *_keys(2, dev))
     select.propose_sharded([x[:, :1000], x[:, 1000:]], *_keys(2, dev))
+    select.greedy(x)
+    select.greedy_sharded([x[:, :1000], x[:, 1000:]])
     buf = Candidates(keys=torch.zeros((2, 4, 32), dtype=torch.int64, device=dev),
                      flags=torch.zeros((2, 4), dtype=torch.int32, device=dev))
     small = torch.randn(2, 200, device=dev, generator=g)

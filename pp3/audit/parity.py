@@ -4,7 +4,9 @@ conformance files.
 Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise):
 
 1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards), compared field
-   by field (status, token, ids, tickets), and on a CUDA GPU the bulk rows at V = 163840 (``--bulk-rows``);
+   by field (status, token, ids, tickets), each call also through the greedy selector (``pp3.kernels.greedy``)
+   with every temperature 0; and on a CUDA GPU the bulk rows at V = 163840 (``--bulk-rows``), the greedy selector
+   on their T0 rows (on every row with ``--bulk-greedy``);
 2. the verifier (§11): the named calls (``accept-edges``) and the request rows of ``pp3.audit.accept_bulk``
    (``accept-plans``), compared field by field (status, accepted, tokens);
 3. the conformance files (``pp3.audit.conformance``: golden vectors of both kernels, the Philox known answers,
@@ -96,6 +98,7 @@ def dump_failure(out: Path, call: Call, ref: Proposal, got: Proposal) -> Path:
         tau=np.float32(call.tau),
         tile=-1 if call.tile is None else call.tile,
         cuts=np.array(call.cuts, dtype=np.int64),
+        greedy=call.greedy,
         **{f"reference_{f}": getattr(ref, f) for f in SELECTOR_FIELDS},
         **{f"kernel_{f}": getattr(got, f) for f in SELECTOR_FIELDS},
     )
@@ -168,6 +171,7 @@ def load_case(path: str) -> Call:
         True,
         tuple(int(c) for c in z["cuts"]),
         name=str(z["name"]),
+        greedy=bool(z["greedy"]) if "greedy" in z.files else False,
     )
 
 
@@ -293,12 +297,15 @@ def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
 
 
 def bulk(
-    table: Table, n_rows: int, v: int, batch: int, failures: Failures, device: Any, bulk_seed: int = 0
+    table: Table, n_rows: int, v: int, batch: int, failures: Failures, device: Any, bulk_seed: int = 0,
+    greedy_only: bool = False,
 ) -> None:
     """The >= 10^6-row GPU suite. Rows are defined by integer hashing of a per-row seed (``hashed_rows_torch``),
     built on the GPU, run through the kernels, copied once into shared memory, and checked by a process pool
     running the reference on slices of it. The first batch's rows are also compared bit for bit with the CPU's
-    ``hashed_rows``, so a failure can be replayed from the row seeds alone."""
+    ``hashed_rows``, so a failure can be replayed from the row seeds alone. The greedy selector runs on every batch
+    too and is checked on the rows whose reference outputs are a T0 row's (target temperature ±0, or failed by the
+    logits); ``greedy_only``: every row's temperature is ±0, so both kernels are checked on every row."""
     from multiprocessing import shared_memory
 
     import torch
@@ -309,24 +316,32 @@ def bulk(
     workers = max(1, (os.cpu_count() or 2) - 1)
     chunk = max(1, -(-batch // workers))
     rng = np.random.default_rng(20261130 + bulk_seed)  # distinct --bulk-seed values give disjoint-in-practice rows
-    temp_pool = np.array([1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0], dtype=np.float32)
-    Pending = tuple[Proposal, tuple[np.ndarray[Any, Any], ...], shared_memory.SharedMemory]
+    temp_pool = np.array([0.0, -0.0] if greedy_only else [1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0],
+                         dtype=np.float32)
+    Pending = tuple[tuple[Proposal, Proposal], tuple[np.ndarray[Any, Any], ...], shared_memory.SharedMemory]
     t0 = time.perf_counter()
     done = 0
     last_print = 0
 
     def settle(item: Pending, parts: list[Proposal]) -> None:
         nonlocal done, last_print
-        got, keys, shm = item
+        (got, got_greedy), keys, shm = item
         ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in SELECTOR_FIELDS))
-        mism = rows_per_field(got, ref)
-        table.add("bulk", got.status.shape[0], mism, 0.0)
-        if any(mism.values()):
-            row_seed, temp, seed, rnd, pos = keys
-            x = np.ndarray((row_seed.size, v), dtype=np.float32, buffer=shm.buf).copy()
-            s, r, p = (tuple(int(k) for k in a) for a in (seed, rnd, pos))
-            failures.add(Call(FORMATS["fp32"], x.view(np.uint32), temp, s, r, p, DEFAULT_TAU, None, True,
-                              name=f"bulk[seed={bulk_seed}]"), ref, got)
+        row_seed, temp, seed, rnd, pos = keys
+        t0_rows = np.flatnonzero((temp == 0) | np.isin(ref.status, (1, 2, 3)))  # a T0 row's outputs (§3, §7)
+        ref_t0, got_t0 = (Proposal(*(getattr(p, f)[t0_rows] for f in SELECTOR_FIELDS)) for p in (ref, got_greedy))
+        for suite, k, r_out, k_out, greedy in (("bulk", got.status.shape[0], ref, got, False),
+                                               ("bulk greedy", t0_rows.size, ref_t0, got_t0, True)):
+            mism = rows_per_field(k_out, r_out)
+            table.add(suite, k, mism, 0.0)
+            if any(mism.values()):
+                x = np.ndarray((row_seed.size, v), dtype=np.float32, buffer=shm.buf).copy()
+                s, r, p = (tuple(int(k) for k in a) for a in (seed, rnd, pos))
+                call = Call(FORMATS["fp32"], x.view(np.uint32), temp, s, r, p, DEFAULT_TAU, None, True,
+                            name=f"bulk[seed={bulk_seed}]")
+                if greedy:
+                    call = call.take(t0_rows.tolist()).as_greedy()
+                failures.add(call, r_out, k_out)
         done += got.status.shape[0]
         if done - last_print >= 50_000 or done >= n_rows:
             last_print = done
@@ -349,13 +364,15 @@ def bulk(
                     raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
             out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4])
             got = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
+            out = kernels.greedy(x)
+            got_greedy = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
             shm = pipe.buffer()  # settles the batch that last used it
             torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
             tasks = [
                 (_bulk_reference, ((shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:])),))
                 for r in range(0, n, chunk)
             ]
-            pipe.submit((got, keys, shm), tasks)
+            pipe.submit(((got, got_greedy), keys, shm), tasks)
     table.rows["bulk"]["time_s"] = time.perf_counter() - t0
 
 
@@ -405,8 +422,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.bulk_only:
             _check_calls("selector", suites(size), run_case, select_table, select_fail.add, device,
                          size == "full")
+            greedy_calls = ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size))
+            _check_calls("greedy", greedy_calls, run_case, select_table, select_fail.add, device, size == "full")
         if bulk_rows:
-            bulk(select_table, bulk_rows, args.bulk_vocab, 1024, select_fail, device, args.bulk_seed)
+            bulk(select_table, bulk_rows, args.bulk_vocab, 1024, select_fail, device, args.bulk_seed,
+                 args.bulk_greedy)
     if "verifier" in parts:
         _check_calls("verifier", accept_suites(size, device), run_accept_case, accept_table, accept_fail.add_accept,
                      device, size == "full")
@@ -451,14 +471,3 @@ def run(args: argparse.Namespace) -> int:
         if fail.first is not None:
             progress(f"MISMATCH: first case written to {fail.first}; replay: {replay_command(fail.first)}")
     return 0 if doc["verdict"] == "PASS" else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pp3.audit.parity [ARGS]`` is ``pp3 verify [ARGS]``."""
-    from pp3.cli import main as cli_main
-
-    return cli_main(["verify", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

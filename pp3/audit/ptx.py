@@ -212,8 +212,10 @@ def exercise(device: torch.device) -> None:
         for v in (100, 5000, 163840):
             x = torch.randn(2, v, device=device, generator=g).to(dt)
             p = select.propose(x, temp, 1, 2, 3)
+            select.greedy(x)
             select.finalize(select.tile_candidates(x, tile=32 if v == 100 else None), temp, 1, 2, 3, vocab_size=v)
         select.propose_sharded([x[:, :1000], x[:, 1000:]], temp, 1, 2, 3, tile=4096)
+        select.greedy_sharded([x[:, :1000], x[:, 1000:]], tile=1024)
         for depth, v in ((1, 5000), (2, 5000), (5, 163840)):
             target = torch.randn(2, depth + 1, v, device=device, generator=g).to(dt)
             p = select.propose(target[:, 0].contiguous(), temp, 1, 2, 3)

@@ -18,6 +18,7 @@ from pp3.kernels._common import (
     OKEY_POS_INF,
     TICKETS,
     _expf,
+    _last_of_row,
     _masked_by,
     _tree,
     _value_key,
@@ -124,18 +125,6 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 #      token: the first y with U < C(y).
 # A launch skips whole rows that no later launch reads; the skip depends on the row alone (values of an earlier
 # launch), so either every program of a row counts in or none does, and a skipped row's counter stays 0.
-
-
-@triton.jit
-def _last_of_row(cnt_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor) -> tl.tensor:
-    """Count this program of row r in (after all its stores); true in the row's last program, which resets the
-    counter and may then read every program's partials (with ``.cg`` loads: L2, never a stale L1 line)."""
-    tl.debug_barrier()  # every thread's stores precede the release of the atomic below
-    old = tl.atomic_add(cnt_ptr + r, 1, sem="acq_rel", scope="gpu")
-    last = old == n_tiles - 1
-    if last:
-        tl.store(cnt_ptr + r, 0)  # all n_tiles programs have counted: no later add in this launch
-    return last
 
 
 @triton.jit

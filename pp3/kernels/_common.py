@@ -133,6 +133,18 @@ def _pdl_prologue(PDL: tl.constexpr) -> None:
 
 
 @triton.jit
+def _last_of_row(cnt_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor) -> tl.tensor:
+    """Count this program of row r in (after all its stores); true in the row's last program, which resets the
+    counter and may then read every program's partials (with ``.cg`` loads: L2, never a stale L1 line)."""
+    tl.debug_barrier()  # every thread's stores precede the release of the atomic below
+    old = tl.atomic_add(cnt_ptr + r, 1, sem="acq_rel", scope="gpu")
+    last = old == n_tiles - 1
+    if last:
+        tl.store(cnt_ptr + r, 0)  # all n_tiles programs have counted: no later add in this launch
+    return last
+
+
+@triton.jit
 def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
     """SPEC.md §6 E1-E9, one IEEE fp64 operation per step, constants from the fp64 table at ``c_ptr``."""
     zc = tl.maximum(z, -104.0)  # E1

@@ -9,6 +9,8 @@ CUDA graph. A public entry point checks and normalises each argument once here, 
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import numbers
 import os
 from collections.abc import Sequence
@@ -37,6 +39,8 @@ def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False) -> to
             f"{name}: on {x.device}; the Triton kernels run on a CUDA GPU, or on the CPU through Triton's interpreter "
             "with TRITON_INTERPRET=1 set before triton is imported"
         )
+    if x.device.type == "cpu":
+        _interpreter_runs()
     shape = "[B, V]" if dims == 2 else "[B, D+1, V]"
     if x.dim() != dims:
         raise ValueError(f"{name}: expected shape {shape}, got {tuple(x.shape)}")
@@ -46,6 +50,22 @@ def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False) -> to
     if x.shape[-1] > MAX_VOCAB:
         raise ValueError(f"{name}: V = {x.shape[-1]} exceeds the maximum vocabulary 2^31 - 1")
     return x if x.shape[-1] == 0 or x.stride(-1) == 1 else x.contiguous()
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("+")[0].split(".")[:2] if p.isdigit())
+
+
+@functools.cache
+def _interpreter_runs() -> None:
+    """Triton 3.6's interpreter fails on a loop with a run-time bound under NumPy >= 2.4 (triton-lang/triton#9171,
+    fixed in 3.7): refuse that pair in one line, before any launch, instead of a failure inside one."""
+    triton_v, numpy_v = importlib.metadata.version("triton"), importlib.metadata.version("numpy")
+    if _version(triton_v) < (3, 7) and _version(numpy_v) >= (2, 4):
+        raise RuntimeError(
+            f"Triton {triton_v}'s interpreter (TRITON_INTERPRET=1) fails with NumPy {numpy_v} "
+            "(triton-lang/triton#9171): use numpy<2.4, or Triton >= 3.7"
+        )
 
 
 def integer(name: str, value: Any, low: int, high: int) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import triton
 
-from pp3.kernels import _accept, _common, _rows, _select, _workspace
+from pp3.kernels import _accept, _common, _greedy, _rows, _select, _workspace
 from pp3.kernels.buffers import (
     BAD_CANDIDATES,
     GATHER_BITS,
@@ -177,6 +177,48 @@ def propose(
         offset += s.shape[1]
         base += nt
     return finalize(cands, keys, tau, launch, out)
+
+
+def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Proposal) -> Proposal:
+    """The greedy selector (SPEC.md §3, §4.2, §7 for T0 rows) over contiguous shards of one batch (in ID order), one
+    launch per shard (``launch.warps[0]`` warps per program), into ``out``: each row's outputs as a T0 row of
+    ``propose`` gets them. The row's last program, counted in over every shard's tiles, writes them."""
+    b, dev = xs[0].shape[0], xs[0].device
+    n = [triton.cdiv(s.shape[1], tile) for s in xs]
+    total = sum(n)
+    part = torch.empty((b, total), dtype=torch.int64, device=dev)
+    counters = _workspace.counters(dev, b)  # the row's last program leaves them all 0 again
+    pdl = use_pdl(dev, launch)
+    offset = base = 0
+    for s, nt in zip(xs, n, strict=True):
+        _greedy._greedy_kernel[(b, nt)](
+            # inputs
+            s.view(RAW[s.dtype]),
+            s.stride(0),
+            s.shape[1],
+            offset,
+            # the row's tiles and counters
+            part,
+            counters,
+            base,
+            total,
+            # outputs
+            out.status,
+            out.token,
+            out.ids,
+            out.tickets,
+            # compile-time
+            KIND=KIND[s.dtype],
+            TILE=tile,
+            NT=triton.next_power_of_2(total),
+            K=K,
+            PDL=pdl,
+            num_warps=launch.warps[0],
+            **_options(pdl),
+        )
+        offset += s.shape[1]
+        base += nt
+    return out
 
 
 # ------------------------------------------------------------------------------------------------------ verifier

@@ -1,5 +1,6 @@
 """The selector's public entry points: ``propose`` (mirrors ``pp3.reference.propose``), ``propose_sharded`` and the
-two launches on their own (``tile_candidates``, ``finalize``), and the kernels' own exponential and Philox.
+two launches on their own (``tile_candidates``, ``finalize``); ``greedy`` and ``greedy_sharded`` for calls whose
+every row is greedy (one pass, one launch); and the kernels' own exponential and Philox.
 
 Launch 1 (``tile_candidates``) runs per vocabulary tile and may run per shard with global ID offsets; launch 2
 (``finalize``) merges every tile's candidates and does temperature, the exponential, normalisation, tickets and
@@ -21,8 +22,8 @@ from pp3.kernels.config import DEFAULT_LAUNCH, LaunchConfig
 from pp3.reference._constants import DEFAULT_TAU, MAX_VOCAB
 
 __all__ = [
-    "BAD_CANDIDATES", "Candidates", "Proposal", "expf", "finalize", "philox", "propose", "propose_sharded",
-    "tile_candidates",
+    "BAD_CANDIDATES", "Candidates", "Proposal", "expf", "finalize", "greedy", "greedy_sharded", "philox", "propose",
+    "propose_sharded", "tile_candidates",
 ]
 
 
@@ -65,6 +66,34 @@ def propose_sharded(
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
     dest = checks.proposal_out(out, b, dev)
     return launchers.propose(xs, t, keys, checks.tau(tau), checks.launch_config(launch), dest)
+
+
+def greedy(
+    logits: torch.Tensor,
+    *,
+    tile: int | None = None,
+    launch: LaunchConfig = DEFAULT_LAUNCH,
+    out: Proposal | None = None,
+) -> Proposal:
+    """The greedy selector: what ``propose`` returns for rows whose target temperature is 0 (SPEC.md §3, §4.2, §7:
+    status, token g = the row maximum with the lowest ID among equal values, slot 0 = (g, 2^24), the other slots
+    empty; a failed row's outputs), for calls whose every row is greedy. No keys: a T0 row draws nothing. One pass
+    over each row in one launch (``launch.warps[0]`` warps per program)."""
+    return greedy_sharded([logits], tile=tile, launch=launch, out=out, name="logits")
+
+
+def greedy_sharded(
+    shards: Sequence[torch.Tensor],
+    *,
+    tile: int | None = None,
+    launch: LaunchConfig = DEFAULT_LAUNCH,
+    out: Proposal | None = None,
+    name: str = "shards",
+) -> Proposal:
+    """``greedy`` over a row split by vocabulary into contiguous shards (in ID order), in one process."""
+    xs, t = checks.shards(shards, tile, name)
+    dest = checks.proposal_out(out, xs[0].shape[0], xs[0].device)
+    return launchers.greedy(xs, t, checks.launch_config(launch), dest)
 
 
 def tile_candidates(

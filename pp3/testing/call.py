@@ -157,6 +157,7 @@ class Call:
     tensor_args: bool  # kernel gets temperature/seed/round/position as tensors (True) or Python lists (False)
     cuts: tuple[int, ...] = ()  # the kernels run over contiguous shards [0, c_1), [c_1, c_2), ... [c_n, V)
     name: str = ""  # what the call is, in reports (not part of its repr)
+    greedy: bool = False  # the kernel is the greedy selector (``pp3.kernels.greedy``); every temperature is 0
 
     @property
     def b(self) -> int:
@@ -183,6 +184,10 @@ class Call:
 
     def replace(self, **changes: Any) -> Call:
         return dataclasses.replace(self, **changes)
+
+    def as_greedy(self) -> Call:
+        """This call's rows through the greedy selector: every target temperature +0.0 (the reference's T0 rows)."""
+        return self.replace(temperature=np.zeros_like(self.temperature), greedy=True, name=f"{self.name} greedy")
 
     def row_inputs(self, r: int) -> str:
         """One row's scalar inputs, in hex, enough to replay it."""
@@ -223,19 +228,23 @@ class Call:
     def run_kernel(self, device: Any = None) -> Proposal:
         """The Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
         interpreter), through the public launchers: ``propose``, or over ``cuts`` one ``tile_candidates`` per shard
-        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order. The result as
-        NumPy arrays."""
+        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order; a ``greedy`` call
+        through ``greedy`` (``greedy_sharded`` over ``cuts``). The result as NumPy arrays."""
         import torch
 
         from pp3 import kernels
 
         dev = default_device() if device is None else device
         x = self.torch_logits(dev)
+        edges = [0, *self.cuts, self.v]
+        if self.greedy:
+            shards = [x[:, a:c] for a, c in itertools.pairwise(edges)]
+            out: Proposal = to_numpy(kernels.greedy_sharded(shards, tile=self.tile))
+            return out
         args = (*self.kernel_row_args(dev), self.tau)
         if not self.cuts:
-            out: Proposal = to_numpy(kernels.propose(x, *args, tile=self.tile))
+            out = to_numpy(kernels.propose(x, *args, tile=self.tile))
             return out
-        edges = [0, *self.cuts, self.v]
         parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
                  for a, c in itertools.pairwise(edges)]
         # The shards' tiles side by side, as an exchange of them gives them (finalize checks what it is given).
@@ -251,7 +260,7 @@ class Call:
         return (f"make_case({self.fmt.name!r}, [{rows}], temperature={temps!r}, seed={list(self.seed)!r}, "
                 f"round={list(self.round)!r}, position={list(self.position)!r}, "
                 f"tau=float.fromhex({self.tau.hex()!r}), tile={self.tile}, tensor_args={self.tensor_args}"
-                + (f", cuts={list(self.cuts)!r})" if self.cuts else ")"))
+                + (f", cuts={list(self.cuts)!r})" if self.cuts else ")") + (".as_greedy()" if self.greedy else ""))
 
 
 def make_case(

@@ -1,5 +1,5 @@
 """A verifier no one here wrote, with the reference's calling convention: FlashInfer's
-``chain_speculative_sampling`` (issue 15, item 3), for the end-to-end audit (``pp3 audit-e2e --verifier flashinfer``).
+``chain_speculative_sampling``, for the end-to-end audit (``pp3 audit-e2e --verifier flashinfer``).
 
 It is fed exactly what pp3 knows: the drafter's q as dense fp32 probabilities (``pp3.adapters.dense_probs``: the
 tickets times 2^-24, exact) and the target law of SPEC.md §11.4 (``P / 2^40``, the point mass on the argmax for T0

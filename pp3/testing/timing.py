@@ -48,7 +48,7 @@ def time_graph(
     graphs = []
     # Every set's step stays alive until the replays end: a step may own tensors that only its graph reads (the
     # "launch 2 only" candidates). Dropping them was a use-after-free: their blocks went back to the allocator while
-    # the graph still read them, and once a block was unmapped the replay faulted (docs/history, "The fault").
+    # the graph still read them, and once a block was unmapped the replay faulted (bench/NOTES.md, "The fault").
     steps = []
     stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     for s in range(n_sets):

@@ -1,0 +1,77 @@
+"""Triton body of the greedy selector (SPEC.md §3, §4.2, §7 for T0 rows): one pass over each row, one launch. The
+launcher is ``launchers.greedy``; the helpers (widening, the §4.1 key, the row counters' protocol) are ``_common``'s.
+
+Every entry becomes one 64-bit key, the §4.1 key of its value and ID with every NaN moved above +inf; the largest
+key of a row is then its maximum with the lowest ID among equal values (§4.2), and tells the row's §3 status by
+itself: NaN if it is a NaN, +inf if it is +inf, zero mass if it is -inf. So a tile needs one reduction (the maximum
+of its keys), and the row's last program (``_last_of_row``) one more over its tiles' maxima.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from pp3.kernels._common import (
+    EMPTY_ID,
+    OKEY_NEG_INF,
+    OKEY_POS_INF,
+    TICKETS,
+    _key_id,
+    _last_of_row,
+    _order_key,
+    _pdl_prologue,
+    _widen_bits,
+)
+
+NAN_KEY = tl.constexpr(0xFFFFFFFF00000000)  # above every key of a number: okey 0xFFFFFFFF, the lowest ID field
+
+
+@triton.jit
+def _greedy_kernel(
+    x_ptr: tl.tensor,  # [B, V_shard] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
+    stride_row: tl.tensor,  # elements between rows of x
+    v_shard: tl.tensor,  # entries in this shard (>= 1)
+    id_offset: tl.tensor,  # global token ID of the shard's entry 0
+    part_ptr: tl.tensor,  # [B, n_tiles] int64 scratch: each tile's largest key (uint64 bits)
+    cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0 (_workspace; left all 0)
+    tile_base: tl.tensor,  # index of this shard's first tile in the row's tiles
+    n_tiles: tl.tensor,  # tiles per row over all shards
+    status_ptr: tl.tensor,  # [B] int8 out
+    token_ptr: tl.tensor,  # [B] int32 out
+    ids_ptr: tl.tensor,  # [B, K] int32 out
+    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    KIND: tl.constexpr,  # _common.KIND_F32 / KIND_F16 / KIND_BF16
+    TILE: tl.constexpr,  # entries per program, a power of two
+    NT: tl.constexpr,  # power of two >= n_tiles
+    K: tl.constexpr,  # 32
+    PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
+) -> None:
+    # One program per (row, tile): the tile's largest key; the row's last program finishes the row.
+    _pdl_prologue(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    t = tl.program_id(1)
+    offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
+    in_row = offs < v_shard
+    bits = _widen_bits(tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0), KIND)
+    # §4.1 keys, every NaN (either sign, any payload) above them all; padding lanes 0, below every real key.
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    key = tl.where(nan, NAN_KEY, _order_key(bits, id_offset + offs))
+    best = tl.max(tl.where(in_row, key, 0))
+    tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
+    if _last_of_row(cnt_ptr, b, n_tiles):
+        ti = tl.arange(0, NT)
+        parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+        top = tl.max(parts.to(tl.uint64, bitcast=True))
+        okey = (top >> 32).to(tl.uint32)
+        # §3 in precedence order, from the row's largest key alone.
+        status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
+                                                          tl.where(okey <= OKEY_NEG_INF, 3, 0)))
+        ok = status == 0
+        g = tl.where(ok, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equal values
+        slot = tl.arange(0, K)
+        tl.store(status_ptr + b, status.to(tl.int8))
+        tl.store(token_ptr + b, g)
+        # §7: a T0 row's slot 0 is (g, 2^24), the other slots empty; a failed row has every slot empty.
+        tl.store(ids_ptr + b * K + slot, tl.where(slot == 0, g, EMPTY_ID))
+        tl.store(tickets_ptr + b * K + slot, tl.where((slot == 0) & ok, TICKETS, 0))

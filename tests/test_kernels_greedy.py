@@ -1,0 +1,146 @@
+"""The greedy selector (``pp3.kernels.greedy``, ``greedy_sharded``; SPEC.md §3, §4.2, §7 for T0 rows) against the
+reference's T0 rows, bit for bit: ties (the lowest ID wins), -0.0 and +0.0 equal, NaN of either sign and any payload,
++inf, all -inf, fp16 and bf16 (subnormals), one-entry rows, partial tiles, many tiles, shards of any split; and the
+greedy drafter on the kernels equal to its torch path. A planted bug (ties to the higher ID) fails the tie test.
+
+Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from pp3 import drafter  # noqa: E402
+from pp3 import reference as ref  # noqa: E402
+from pp3.kernels import _greedy, greedy, greedy_sharded  # noqa: E402
+from pp3.kernels._common import _value_key  # noqa: E402
+from pp3.testing.call import FORMATS, bits_tensor  # noqa: E402
+from pp3.testing.compare import assert_equal  # noqa: E402
+
+pytestmark = pytest.mark.interpreter
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+FIELDS = ("status", "token", "ids", "tickets")
+
+
+def _rows(v: int, seed: int) -> np.ndarray[Any, Any]:
+    """Rows that hit every class and tie: random, all -inf, a NaN (either sign), +inf, ties at the maximum, signed
+    zeros as the maximum, one finite entry among -inf."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((10, v)) * 3).astype(np.float32)
+    x[1] = -np.inf
+    x[2, rng.integers(v)] = np.float32(np.nan)
+    x[3, rng.integers(v)] = np.uint32(0xFFC00001).view(np.float32)  # a negative NaN with a payload
+    x[4, rng.integers(v)] = np.inf
+    x[5, :] = 2.5  # every entry ties: ID 0
+    x[6, :] = -1.0
+    x[6, rng.integers(v, size=3)] = -0.0
+    x[6, rng.integers(v, size=3)] = 0.0  # -0.0 and +0.0 tie at the maximum: the lowest ID of either
+    x[7] = -np.inf
+    x[7, v - 1] = -3.0
+    x[8, v // 2:] = x[8].max()  # ties in the second half
+    x[9, 0] = np.nan
+    x[9, -1] = np.inf  # NaN before +inf in precedence
+    return x
+
+
+def _check(x32: np.ndarray[Any, Any], fmt: str, *, tile: int | None = None, cuts: tuple[int, ...] = ()) -> None:
+    f = FORMATS[fmt]
+    bits: np.ndarray[Any, Any]
+    with np.errstate(over="ignore"):
+        if fmt == "fp32":
+            bits = x32.view(np.uint32)
+        elif fmt == "fp16":
+            bits = x32.astype(np.float16).view(np.uint16)
+        else:
+            bits = ref.float32_to_bf16_bits(x32)
+    want = ref.propose(f.widen(bits), np.zeros(x32.shape[0], np.float32), 0, 0, 0)
+    x = bits_tensor(f, bits, DEVICE)
+    edges = [0, *cuts, x32.shape[1]]
+    got = greedy(x, tile=tile) if not cuts else greedy_sharded([x[:, a:b] for a, b in itertools.pairwise(edges)],
+                                                               tile=tile)
+    for field in FIELDS:
+        assert_equal(getattr(got, field).cpu().numpy(), getattr(want, field), f"{fmt} V={x32.shape[1]} {field}")
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize(("v", "tile"), [
+    (1, None),  # one entry: one tile of the smallest size
+    (31, 32), (32, 32), (33, 32),  # one tile, exact, one entry over
+    (100, None),  # one partial tile
+    (1000, 32),  # 32 tiles, the last partial
+    (5000, None),  # the automatic tile
+])
+def test_equals_the_reference_t0_rows(fmt: str, v: int, tile: int | None) -> None:
+    _check(_rows(v, v), fmt, tile=tile)
+
+
+@pytest.mark.parametrize("cuts", [(1,), (37,), (64, 65), (300, 301, 700)])
+def test_shards_equal_the_whole_row(cuts: tuple[int, ...]) -> None:
+    _check(_rows(1000, 3), "fp32", tile=64, cuts=cuts)
+
+
+def test_subnormal_half_precision_logits() -> None:
+    """fp16 and bf16 subnormals widen exactly (§2.1): the maximum among them, the lowest ID among equal ones."""
+    x = np.zeros((2, 64), np.float32)
+    x[0] = np.float16(6e-8) * np.arange(64)
+    x[0, 40] = x[0, 63]
+    x[1] = -np.float32(1e-40) * np.arange(64)
+    for fmt in ("fp16", "bf16"):
+        _check(x, fmt, tile=32)
+
+
+@triton.jit
+def _higher_id(bits: tl.tensor, gid: tl.tensor) -> tl.tensor:
+    """A planted bug: the §4.1 key with the ID field not inverted, so equal values rank the higher ID first."""
+    return (_value_key(bits).to(tl.uint64) << 32) | gid.to(tl.uint64)
+
+
+def test_a_planted_tie_to_the_higher_id_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above can fail: with the ID field inverted (ties to the higher ID) the tie rows differ."""
+    monkeypatch.setattr(_greedy, "_order_key", _higher_id)
+    with pytest.raises(AssertionError, match="token"):
+        _check(_rows(100, 1), "fp32", tile=32)
+
+
+class _Model:
+    vocab_size = 300
+
+    def __call__(self, tokens: Any) -> Any:
+        g = torch.Generator().manual_seed(int(tokens.shape[1]))
+        x = torch.randn(tokens.shape[0], self.vocab_size, generator=g)
+        x[0, :] = 1.0  # ties at every depth
+        x[1, 5] = float("nan")
+        return [x[:, :100].to(DEVICE), x[:, 100:].to(DEVICE)]
+
+
+def test_the_greedy_drafter_on_the_kernel_equals_its_torch_path() -> None:
+    ctx = torch.zeros(3, 1, dtype=torch.int64, device=DEVICE)
+    a = drafter.TPDrafter(_Model(), 4, backend="triton").draft(ctx)
+    b = drafter.TPDrafter(_Model(), 4, backend="reference").draft(ctx)
+    for field in ("tokens", "status", "ids", "tickets"):
+        assert torch.equal(getattr(a, field).cpu(), getattr(b, field).cpu()), field
+
+
+@pytest.mark.parametrize(("bad", "exc"), [
+    (np.zeros((2, 4), np.float32), TypeError),  # not a tensor
+    ("float64", TypeError),
+    ("empty", ValueError),
+])
+def test_bad_arguments_raise_before_any_launch(bad: Any, exc: type[Exception]) -> None:
+    if isinstance(bad, str):
+        bad = torch.zeros(2, 4, dtype=torch.float64, device=DEVICE) if bad == "float64" else torch.zeros(
+            2, 0, device=DEVICE)
+    with pytest.raises(exc, match="logits"):
+        greedy(bad)
+    with pytest.raises(ValueError, match="tile"):
+        greedy(torch.zeros(2, 4, device=DEVICE), tile=48)
