@@ -141,7 +141,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
+.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
 
 GPU_PY ?= python3
 OUT ?= results
@@ -172,6 +172,10 @@ BENCH_V ?= 163840
 BENCH_DTYPE ?= float32 bfloat16
 BENCH_TILES ?=
 BENCH_WARPS ?=
+BENCH_SEGMENTS ?=
+BENCH_GREEDY ?=
+BENCH_IMPL ?=
+BENCH_REPLAYS ?= 200
 BENCH_TIMEOUT ?= 420
 BENCHV_B ?= 1 4 64
 BENCHV_TIMEOUT ?= 200
@@ -193,12 +197,13 @@ RANK_TIMEOUT ?= 470
 GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab \
   bench-drafter audit-e2e-gpu
 
-GPU_TARGETS = gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab \
+GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab \
   bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-steps
 $(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
 $(GPU_TARGETS): export FLASHINFER_WORKSPACE_BASE := $(GPUCACHE)
 $(GPU_TARGETS): export TRITON_INTERPRET :=
+$(GPU_TARGETS): export FLASHINFER_DISABLE_JIT := $(if $(findstring fi074,$(FI_SITE)),1)
 $(GPU_TARGETS): export PYTHONUNBUFFERED := 1
 # Every GPU step starts so: its output folder, and a header with the time.
 gpu_step = @mkdir -p $(OUT); echo "=== $@ ($$(date +%T))"
@@ -272,12 +277,26 @@ flashinfer-gpu:
 	fi
 	tail -3 $(OUT)/flashinfer.log; if [ -f $(FI_NOTE) ]; then echo "no FlashInfer row: $$(cat $(FI_NOTE))"; fi
 
+# FlashInfer 0.7.4 without its JIT build (its README: the trimmed tree and the prebuilt sm_90a modules), from
+# FI074_DIR (a copy carried with the tree, else ../shared/), into .gpucache/fi074: then `make bench-gpu FI_SITE=...`.
+FI074_DIR ?= $(firstword $(wildcard .carry/flashinfer-0.7.4 ../shared/flashinfer-0.7.4))
+FI074_SITE = $(GPUCACHE)/fi074
+flashinfer074-gpu:
+	$(gpu_step)
+	@test -n "$(FI074_DIR)" || { echo "flashinfer074-gpu: no flashinfer-0.7.4 folder (.carry/ or ../shared/)"; exit 2; }
+	if [ ! -d $(FI074_SITE)/flashinfer ]; then mkdir -p $(FI074_SITE) && \
+	  tar -C $(FI074_SITE) -xJf $(FI074_DIR)/flashinfer-0.7.4-trimmed.tar.xz && \
+	  tar -C $(FI074_SITE) -xJf $(FI074_DIR)/flashinfer-0.7.4-aot-sm90a.tar.xz && \
+	  $(GPU_PY) -m pip install -q --no-index --no-deps --target $(FI074_SITE) $(FI074_DIR)/apache_tvm_ffi-*.whl; fi
+	PYTHONPATH=$(FI074_SITE):$(CURDIR) FLASHINFER_DISABLE_JIT=1 $(GPU_PY) -c "import flashinfer; print('flashinfer', flashinfer.__version__)"
+
 # The selector sweep at BENCH_V (python -m bench), into $(OUT)/bench.json, .md, .png.
 bench-gpu:
 	$(gpu_step)
 	$(fi_note_env); timeout $(BENCH_TIMEOUT) $(GPU_PY) -m bench --batch $(BENCH_B) --depth $(BENCH_D) \
-	  --vocab $(BENCH_V) --dtype $(BENCH_DTYPE) --tiles $(BENCH_TILES) --warps $(BENCH_WARPS) --replays 200 \
-	  --out $(OUT) 2>&1 | tee $(OUT)/bench.log | tail -30
+	  --vocab $(BENCH_V) --dtype $(BENCH_DTYPE) --tiles $(BENCH_TILES) --warps $(BENCH_WARPS) \
+	  --segments $(BENCH_SEGMENTS) --greedy $(BENCH_GREEDY) $(if $(BENCH_IMPL),--impl $(BENCH_IMPL)) \
+	  --replays $(BENCH_REPLAYS) --out $(OUT) 2>&1 | tee $(OUT)/bench.log | tail -30
 
 # The other vocabularies: fp32, depth 5, B = BENCHV_B, the main implementations only, into $(OUT)/vocab.
 bench-vocab:

@@ -38,33 +38,33 @@ def make_inputs(n_sets: int, depth: int, b: int, v: int, dtype: Any, seed: int) 
 
 
 def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) -> int:
-    """pp3 kernels vs the NumPy reference on the benchmark's own inputs; returns mismatching rows."""
+    """pp3 kernels vs the NumPy reference on the benchmark's own inputs (both selectors, every timed segment setting,
+    the greedy selector against the T0 rows; the first two positions); returns mismatching rows."""
     import pp3.reference as ref
-    from pp3.kernels import propose
+    from pp3.kernels import LaunchConfig, greedy, propose
 
     bad = 0
-    for d, x in enumerate(xs[0]):
-        got = propose(x, keys["temp"], keys["seed"], keys["round"], keys["pos"][d], tile=tile)
-        want = ref.propose(
-            host_logits(x),
-            keys["temp"].cpu().numpy(),
-            keys["seed"].cpu().numpy().view(np.uint64),
-            keys["round"].cpu().numpy().view(np.uint64),
-            keys["pos"][d].cpu().numpy().view(np.uint64),
-        )
-        bad += int(row_mismatch(to_numpy(got), want).sum())
+    for d, x in enumerate(xs[0][:2]):  # the first two positions of the first input set
+        seeds = (keys["seed"], keys["round"], keys["pos"][d])
+        host = [k.cpu().numpy().view(np.uint64) for k in seeds]
+        want = ref.propose(host_logits(x), keys["temp"].cpu().numpy(), *host)
+        for launch in (LaunchConfig(), LaunchConfig(selector="tiles"), *keys["launches"]):
+            bad += int(row_mismatch(to_numpy(propose(x, keys["temp"], *seeds, tile=tile, launch=launch)), want).sum())
+        want0 = ref.propose(host_logits(x), keys["temp0"].cpu().numpy(), *host)
+        bad += int(row_mismatch(to_numpy(greedy(x)), want0).sum())
     return bad
 
 
 def implementations(
-    tiles: list[int | None], warps: list[tuple[int, int]]
+    tiles: list[int | None], warps: list[tuple[int, int]], segments: list[Any], greedy_cfg: list[tuple[int, int]]
 ) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
     """name -> factory(depth buffers, keys) -> the step that runs the depth loop once; ``tiles`` and ``warps``
-    (launch 1, launch 2) add a row per fixed tile size and per warp pair."""
+    (the tile selector's launch 1, launch 2) add a row per fixed tile size and per warp pair, ``segments`` a row per
+    segment-selector ``LaunchConfig``, ``greedy_cfg`` a row per (tile, warps) of the greedy selector."""
     import torch
 
     from bench._floor import RowMax
-    from pp3.kernels import LaunchConfig, buffers, checks, launchers, propose, tile_candidates
+    from pp3.kernels import LaunchConfig, buffers, checks, greedy, launchers, propose, tile_candidates
     from pp3.kernels.config import DEFAULT_LAUNCH
     from pp3.reference._constants import DEFAULT_TAU
 
@@ -78,8 +78,30 @@ def implementations(
 
         return make
 
+    def pp3_launch(launch: Any, temp: str = "temp") -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
+        def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            def step() -> None:
+                for d, x in enumerate(xs):
+                    propose(x, k[temp], k["seed"], k["round"], k["pos"][d], launch=launch)
+
+            return step
+
+        return make
+
+    def pp3_greedy_kernel(tile: int | None, w: int) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
+        launch = LaunchConfig(warps=(w, 8))
+
+        def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            def step() -> None:
+                for x in xs:
+                    greedy(x, tile=tile, launch=launch)
+
+            return step
+
+        return make
+
     def pp3_warps(w1: int, w2: int) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
-        launch = LaunchConfig(warps=(w1, w2))
+        launch = LaunchConfig(warps=(w1, w2), selector="tiles")
 
         def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
             def step() -> None:
@@ -163,9 +185,16 @@ def implementations(
     for t in tiles:
         out["pp3 sampled" + ("" if t is None else f" tile={t}")] = pp3_sampled(t)
     for w1, w2 in warps:
-        out[f"pp3 sampled warps={w1},{w2}"] = pp3_warps(w1, w2)
+        out[f"pp3 tiles warps={w1},{w2}"] = pp3_warps(w1, w2)
+    for cfg in segments:
+        out[f"pp3 segments warps={cfg.segment_warps[0]},{cfg.segment_warps[1]} L={cfg.segment}"] = pp3_launch(cfg)
+    out["pp3 greedy kernel"] = pp3_greedy_kernel(None, 8)
+    for t, w in greedy_cfg:
+        out[f"pp3 greedy kernel tile={t} warps={w}"] = pp3_greedy_kernel(t, w)
     out.update(
         {
+            "pp3 tiles": pp3_launch(LaunchConfig(selector="tiles")),
+            "pp3 tiles greedy (T0)": pp3_launch(LaunchConfig(selector="tiles"), "temp0"),
             "pp3 sampled, no PDL": pp3_no_pdl,
             "pp3 greedy (T0)": pp3_greedy,
             "trivial 2-launch row max": trivial("2-launch"),
@@ -216,6 +245,33 @@ def flashinfer_impl() -> tuple[Callable[[list[Any], dict[str, Any]], Callable[[]
     return fi, "ok"
 
 
+def flashinfer_extra(version: str) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
+    """FlashInfer's top-k paths beside its sampler, where the installed version has them: ``top_k(x, 32)`` (0.7.4:
+    CUB's cluster top-k on sm_90), the same with lower-ID ties, and 0.7.4's exact cluster top-k on probabilities
+    given (``cake_sampling.top_k_probs_to_slab(p, 32)``; the softmax is made outside the graph)."""
+    import flashinfer
+    import torch
+
+    out: dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]] = {}
+    if hasattr(flashinfer, "top_k"):
+        def topk(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            return lambda: [flashinfer.top_k(x, 32) for x in xs]
+
+        def topk_ties(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            return lambda: [flashinfer.top_k(x, 32, deterministic=True, tie_break=1) for x in xs]
+
+        out[f"flashinfer {version} top_k"] = topk
+        out[f"flashinfer {version} top_k lower-ID ties"] = topk_ties
+    cake = getattr(getattr(flashinfer, "cake_sampling", None), "top_k_probs_to_slab", None)
+    if cake is not None:
+        def slab(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
+            ps = [torch.softmax(x.float(), dim=-1) for x in xs]  # given probabilities: outside the graph
+            return lambda: [cake(p, 32) for p in ps]
+
+        out[f"flashinfer {version} cake top_k_probs_to_slab (p given)"] = slab
+    return out
+
+
 def warm_flashinfer() -> int:
     """The FlashInfer row's step once at V = 163840, B = 4 (its first call builds the JIT kernels): 0 if it ran."""
     import torch
@@ -255,16 +311,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depth", type=int, nargs="+", default=[5, 40])
     ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument(
-        "--impl", nargs="+", default=None, help="implementations: full names, or a family's first word (flashinfer)"
+        "--impl", nargs="+", default=None,
+        help="implementations: full names, or the first words of a family (flashinfer, pp3 segments, torch)"
     )
     ap.add_argument("--replays", type=int, default=300)
     ap.add_argument("--tiles", type=int, nargs="*", default=[], help="extra fixed tile sizes to time (default: auto)")
     ap.add_argument("--out", default="results")
-    ap.add_argument("--warps", nargs="*", default=[], help="launch-1,launch-2 warp pairs to sweep, e.g. 4,4 16,8")
+    ap.add_argument("--warps", nargs="*", default=[], help="the tile selector's launch-1,launch-2 warp pairs to sweep")
+    ap.add_argument("--segments", nargs="*", default=[],
+                    help="segment-selector settings to sweep, warpsA,warpsB,L (L 0: automatic), e.g. 4,1,1024")
+    ap.add_argument("--greedy", nargs="*", default=[], help="greedy-selector tile,warps pairs to sweep, e.g. 2048,4")
     ap.add_argument("--warm-flashinfer", action="store_true",
                     help="run the FlashInfer row's call once (builds its JIT kernels) and exit: 0 if it ran")
     args = ap.parse_args(argv)
     warps = [(int(a), int(b)) for a, b in (w.split(",") for w in args.warps)]
+    greedy_cfg = [(int(a), int(b)) for a, b in (w.split(",") for w in args.greedy)]
 
     import torch
 
@@ -280,14 +341,19 @@ def main(argv: list[str] | None = None) -> int:
     poisoned = False
     floor = {n: empty_floor(n, args.replays) for n in (5, 10, 20)}
     print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
-    impls = implementations([None, *args.tiles], warps)
+    from pp3.kernels import LaunchConfig
+
+    segments = [LaunchConfig(segment_warps=(int(a), int(b)), segment=int(c) or None)
+                for a, b, c in (s.split(",") for s in args.segments)]
+    impls = implementations([None, *args.tiles], warps, segments, greedy_cfg)
     fi, fi_note = flashinfer_impl()
     if fi is not None:
         version = getattr(__import__("flashinfer"), "__version__", "?")
         impls[f"flashinfer {version} top-k sampling"] = fi
+        impls.update(flashinfer_extra(version))
     if args.impl:
-        # a full name, or its first word for a family ("flashinfer", whose name carries its version; "torch")
-        impls = {k: v for k, v in impls.items() if k in args.impl or k.split(" ")[0] in args.impl}
+        # a full name, or the first words of a family ("flashinfer", whose names carry its version; "pp3 segments")
+        impls = {k: v for k, v in impls.items() if any(k == i or k.startswith(i + " ") for i in args.impl)}
     for v in args.vocab:
         for dtype_name in args.dtype:
             dtype = getattr(torch, dtype_name)
@@ -303,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
                         "seed": torch.arange(b, device="cuda", dtype=torch.int64) * 7919 + 1,
                         "round": torch.full((b,), 3, device="cuda", dtype=torch.int64),
                         "pos": [torch.full((b,), 100 + d, device="cuda", dtype=torch.int64) for d in range(depth)],
+                        "launches": segments,
                     }
                     bad = check_parity(xs_sets, keys, None)
                     if bad:

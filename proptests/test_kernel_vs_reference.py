@@ -29,7 +29,11 @@ TILES = (32, 64, 128, None)  # None: the launcher's own tile (1024 here, one pro
 
 
 def check(case: Call) -> None:
-    assert_same(case, case.run_kernel(), case.run_reference())
+    """Both selectors on the call (the segment selector of ``propose``, and the tile selector) against the
+    reference."""
+    want = case.run_reference()
+    for call in (case, case.as_tiles()):
+        assert_same(call, call.run_kernel(), want)
 
 
 # ------------------------------------------------------------------------------------------------ fp32 edges
@@ -258,6 +262,27 @@ SURVIVOR_EDGES = [
     merge_threshold_case("fp16", 45, 33),
     merge_threshold_case("fp32", 46, 65),
 ]
+
+
+# The segment selector's edges (pp3/kernels/_select.py, segments of 32 here): exactly 64 / 65 / 128 / 129 survivors
+# of its bucket bound (the CAP/2-slot rank, the CAP-slot rank, the fallback scan), with 64 segments (one per
+# bucket), 100 and 160 (segments sharing buckets).
+SEGMENT_EDGES = [
+    *(threshold_case("fp32", 64, e, tile=32) for e in (32, 33, 96, 97)),
+    threshold_case("bf16", 100, 33, tile=32),
+    threshold_case("fp16", 160, 97, tile=32),
+]
+
+
+def test_the_segment_edges_are_the_selectors() -> None:
+    from pp3.kernels import config
+
+    assert config.SEGMENT_CAP == 128 and config.SEGMENT_BUCKETS == 64
+
+
+@pytest.mark.parametrize("case", SEGMENT_EDGES, ids=lambda c: f"V{c.v}-seg{c.tile}-{c.fmt.name}-s{c.seed[0]}")
+def test_segment_survivor_edges_match_reference(case: Call) -> None:
+    check(case)
 
 
 def test_survivor_edges_use_the_kernels_switch() -> None:

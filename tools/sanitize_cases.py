@@ -25,7 +25,7 @@ import torch
 
 from pp3 import adapters
 from pp3.drafter import Draft
-from pp3.kernels import accept, launchers, select
+from pp3.kernels import LaunchConfig, accept, launchers, select
 from pp3.kernels.select import Candidates
 
 
@@ -63,6 +63,8 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
             x = (torch.randn(6, v, device=dev, generator=g) * 4).to(dt)
             select.propose(x, *_keys(6, dev))
             select.propose(_adversarial(x), *_keys(6, dev, (1.0, float("nan"), -1.0, 0.0)))
+            select.propose(x, *_keys(6, dev), launch=LaunchConfig(selector="tiles"))
+            select.propose(x, *_keys(6, dev), launch=LaunchConfig(segment=32))
             select.greedy(x)
             select.greedy(_adversarial(x), tile=32)
     x = torch.randn(2, _big(dev), device=dev, generator=g)
@@ -70,6 +72,9 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
     select.propose_sharded([x[:, :1000], x[:, 1000:]], *_keys(2, dev))
     select.greedy(x)
     select.greedy_sharded([x[:, :1000], x[:, 1000:]])
+    ramp = torch.arange(_big(dev), device=dev, dtype=torch.float32).expand(2, -1).contiguous()
+    select.propose(ramp, *_keys(2, dev))  # sorted rows: the segment selector's fallback scan
+    select.propose(torch.ones_like(ramp), *_keys(2, dev))  # all equal: the fallback too
     buf = Candidates(keys=torch.zeros((2, 4, 32), dtype=torch.int64, device=dev),
                      flags=torch.zeros((2, 4), dtype=torch.int32, device=dev))
     small = torch.randn(2, 200, device=dev, generator=g)

@@ -4,7 +4,8 @@ conformance files.
 Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise):
 
 1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards), compared field
-   by field (status, token, ids, tickets), each call also through the greedy selector (``pp3.kernels.greedy``)
+   by field (status, token, ids, tickets): each call through ``propose`` (the segment selector; sharded calls the
+   tile selector), through the tile selector on one tensor, and through the greedy selector (``pp3.kernels.greedy``)
    with every temperature 0; and on a CUDA GPU the bulk rows at V = 163840 (``--bulk-rows``), the greedy selector
    on their T0 rows (on every row with ``--bulk-greedy``);
 2. the verifier (§11): the named calls (``accept-edges``) and the request rows of ``pp3.audit.accept_bulk``
@@ -98,7 +99,7 @@ def dump_failure(out: Path, call: Call, ref: Proposal, got: Proposal) -> Path:
         tau=np.float32(call.tau),
         tile=-1 if call.tile is None else call.tile,
         cuts=np.array(call.cuts, dtype=np.int64),
-        greedy=call.greedy,
+        selector_kernel=call.kernel,
         **{f"reference_{f}": getattr(ref, f) for f in SELECTOR_FIELDS},
         **{f"kernel_{f}": getattr(got, f) for f in SELECTOR_FIELDS},
     )
@@ -171,7 +172,7 @@ def load_case(path: str) -> Call:
         True,
         tuple(int(c) for c in z["cuts"]),
         name=str(z["name"]),
-        greedy=bool(z["greedy"]) if "greedy" in z.files else False,
+        kernel=str(z["selector_kernel"]) if "selector_kernel" in z.files else "propose",
     )
 
 
@@ -422,6 +423,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.bulk_only:
             _check_calls("selector", suites(size), run_case, select_table, select_fail.add, device,
                          size == "full")
+            tile_calls = ((f"{suite} tiles", call.as_tiles()) for suite, call in suites(size) if not call.cuts)
+            _check_calls("tiles", tile_calls, run_case, select_table, select_fail.add, device, size == "full")
             greedy_calls = ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size))
             _check_calls("greedy", greedy_calls, run_case, select_table, select_fail.add, device, size == "full")
         if bulk_rows:

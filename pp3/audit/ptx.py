@@ -203,7 +203,7 @@ def exercise(device: torch.device) -> None:
     """Call every entry point of ``pp3.kernels`` (and the adapters' row gather) on ``device``: each logit format,
     sampled and T0 rows, small and large rows (both merge paths of launch 2, small and large tiles), the candidates
     check, the verifier at depths 1, 2 and 5, and the one-function entries."""
-    from pp3.kernels import accept, launchers, select
+    from pp3.kernels import LaunchConfig, accept, launchers, select
     from pp3.reference._constants import DOMAIN_ACCEPT
 
     g = torch.Generator(device=device).manual_seed(0)
@@ -212,6 +212,7 @@ def exercise(device: torch.device) -> None:
         for v in (100, 5000, 163840):
             x = torch.randn(2, v, device=device, generator=g).to(dt)
             p = select.propose(x, temp, 1, 2, 3)
+            select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector="tiles"))
             select.greedy(x)
             select.finalize(select.tile_candidates(x, tile=32 if v == 100 else None), temp, 1, 2, 3, vocab_size=v)
         select.propose_sharded([x[:, :1000], x[:, 1000:]], temp, 1, 2, 3, tile=4096)

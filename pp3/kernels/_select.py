@@ -22,6 +22,7 @@ from pp3.kernels._common import (
     _flag_bits,
     _key_id,
     _key_index,
+    _last_of_row,
     _order_key,
     _pdl_prologue,
     _tree,
@@ -212,6 +213,88 @@ def _top_k(
 
 
 @triton.jit
+def _row_outputs(
+    top: tl.tensor,  # [K] uint64: the row's first K entries in §4.1 order (descending keys, 0-padding last)
+    slot: tl.tensor,  # [K] int32: 0 .. K-1
+    status: tl.tensor,  # the row's §3 status
+    greedy: tl.tensor,  # an OK T0 row
+    sampled: tl.tensor,  # an OK sampled row
+    b: tl.tensor,  # the row
+    tau: tl.tensor,  # fp32 drafter temperature, finite and > 0
+    c_ptr: tl.tensor,  # fp64 constants of §6 (layout: _common.C_*)
+    seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
+    round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
+    pos_ptr: tl.tensor,  # [B] uint64 absolute position (as int64 bits)
+    domain: tl.tensor,  # uint64 Philox key word 1: DOMAIN_PROPOSAL
+    status_ptr: tl.tensor,  # [B] int8 out
+    token_ptr: tl.tensor,  # [B] int32 out
+    ids_ptr: tl.tensor,  # [B, K] int32 out
+    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    K: tl.constexpr,  # 32
+) -> None:
+    """§4-§8 of one row from its first K entries: rank 0 is g with the row maximum m; the weights, the tickets, the
+    draw, and the §7 outputs by row class (steps 2-7 of ``_finalize_kernel``)."""
+    ok = status == 0
+    top_key = tl.max(top)
+    g = _key_id(top_key)
+    okey = (top >> 32).to(tl.uint32)
+    member = okey >= 0x00800000  # finite: okey(-FLT_MAX) = 0x00800000; -inf and padding are below
+    xbits = _value_bits(okey)
+    m_okey = (top_key >> 32).to(tl.uint32)
+    m = _value_bits(m_okey).to(tl.float32, bitcast=True)
+    x = tl.where(member, xbits.to(tl.float32, bitcast=True), m)
+    ids = _key_id(top)
+
+    # 3. §5 steps 1-3: d = x - m, z = d / tau (IEEE), e = expf(z).
+    d = tl.where(ok & member, x - m, 0.0)  # 0 elsewhere: failed rows and empty slots stay NaN-free
+    z = tl.math.div_rn(d, tau)
+    e = _expf(z, c_ptr)
+
+    # 4. §5 step 4: slots in ascending ID order. Members (ranks 0..n-1) take slot = #members with a lower ID;
+    # the others keep their rank (>= n), so slots are a permutation and empty slots come last.
+    lower = (ids[None, :] < ids[:, None]) & member[None, :]
+    slot_of = tl.where(member, tl.sum(lower.to(tl.int32), axis=1), slot)
+    # One placement moves ID and exponential together: ID + 1 (0 = not a member) high, the fp32 bits low.
+    packed = (tl.where(member, ids + 1, 0).to(tl.int64) << 32) | e.to(tl.uint32, bitcast=True).to(tl.int64)
+    s_packed = _place(packed, slot_of, K)
+    s_ids = (s_packed >> 32).to(tl.int32) - 1  # -1: an empty slot
+    s_member = s_ids >= 0
+    s_e = (s_packed & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    w = tl.where(s_member, s_e.to(tl.float64), 0.0)
+    # A failed row's candidates may be NaN; give it a harmless point mass (its outputs are overwritten in step 7).
+    w = tl.where(ok, w, tl.where(slot == 0, 1.0, 0.0))
+    tl.static_assert(K == 32)
+    total = _tree(w, K, 5)  # §5 step 4: the pairwise tree over the 32 slots
+
+    # 5. §5 steps 5-6: floor counts (w * 2^24 exact; fp64 IEEE division; trunc = floor for q >= 0), remainder to rank 0.
+    c = ((w * TICKETS_F) / total).to(tl.int32)
+    rem = -tl.sum(c) + TICKETS  # -x + C, not C - x: _common.TICKETS
+    s_tickets = c + tl.where(s_ids == g, rem, 0)
+
+    # 6. §8: Philox4x64-10, counter (round, position, 0, 0), key (seed, domain); only sampled rows draw.
+    u = tl.zeros((), tl.int32)
+    if sampled:
+        seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
+        rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
+        pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
+        zero = tl.zeros((), tl.uint64)
+        w0, _w1, _w2, _w3 = philox_impl(rnd, pos, zero, zero, seed, domain.to(tl.uint64, bitcast=True))
+        u = (w0 >> 40).to(tl.int32)
+    cum = tl.cumsum(s_tickets, axis=0)  # integer: exact
+    pick = tl.sum((cum <= u).to(tl.int32))
+    drawn = tl.sum(tl.where(slot == pick, s_ids, 0))
+
+    # 7. §7 outputs by row class.
+    token = tl.where(sampled, drawn, tl.where(greedy, g, EMPTY_ID))
+    out_ids = tl.where(sampled, s_ids, tl.where(greedy & (slot == 0), g, EMPTY_ID))
+    out_tix = tl.where(sampled, s_tickets, tl.where(greedy & (slot == 0), TICKETS, 0))
+    tl.store(status_ptr + b, status.to(tl.int8))
+    tl.store(token_ptr + b, token)
+    tl.store(ids_ptr + b * K + slot, out_ids)
+    tl.store(tickets_ptr + b * K + slot, out_tix)
+
+
+@triton.jit
 def _tile_candidates_kernel(
     x_ptr: tl.tensor,  # [B, V_shard] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
     stride_row: tl.tensor,  # elements between rows of x
@@ -308,63 +391,8 @@ def _finalize_kernel(
         ci = tl.arange(0, NC)
         cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_tiles * K, other=0).to(tl.uint64, bitcast=True)
         top = _top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NC, K, CAP, False)
-    top_key = tl.max(top)
-    g = _key_id(top_key)
-    okey = (top >> 32).to(tl.uint32)
-    member = okey >= 0x00800000  # finite: okey(-FLT_MAX) = 0x00800000; -inf and padding are below
-    xbits = _value_bits(okey)
-    m_okey = (top_key >> 32).to(tl.uint32)
-    m = _value_bits(m_okey).to(tl.float32, bitcast=True)
-    x = tl.where(member, xbits.to(tl.float32, bitcast=True), m)
-    ids = _key_id(top)
-
-    # 3. §5 steps 1-3: d = x - m, z = d / tau (IEEE), e = expf(z).
-    d = tl.where(ok & member, x - m, 0.0)  # 0 elsewhere: failed rows and empty slots stay NaN-free
-    z = tl.math.div_rn(d, tau)
-    e = _expf(z, c_ptr)
-
-    # 4. §5 step 4: slots in ascending ID order. Members (ranks 0..n-1) take slot = #members with a lower ID;
-    # the others keep their rank (>= n), so slots are a permutation and empty slots come last.
-    lower = (ids[None, :] < ids[:, None]) & member[None, :]
-    slot_of = tl.where(member, tl.sum(lower.to(tl.int32), axis=1), slot)
-    # One placement moves ID and exponential together: ID + 1 (0 = not a member) high, the fp32 bits low.
-    packed = (tl.where(member, ids + 1, 0).to(tl.int64) << 32) | e.to(tl.uint32, bitcast=True).to(tl.int64)
-    s_packed = _place(packed, slot_of, K)
-    s_ids = (s_packed >> 32).to(tl.int32) - 1  # -1: an empty slot
-    s_member = s_ids >= 0
-    s_e = (s_packed & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
-    w = tl.where(s_member, s_e.to(tl.float64), 0.0)
-    # A failed row's candidates may be NaN; give it a harmless point mass (its outputs are overwritten in step 7).
-    w = tl.where(ok, w, tl.where(slot == 0, 1.0, 0.0))
-    tl.static_assert(K == 32)
-    total = _tree(w, K, 5)  # §5 step 4: the pairwise tree over the 32 slots
-
-    # 5. §5 steps 5-6: floor counts (w * 2^24 exact; fp64 IEEE division; trunc = floor for q >= 0), remainder to rank 0.
-    c = ((w * TICKETS_F) / total).to(tl.int32)
-    rem = -tl.sum(c) + TICKETS  # -x + C, not C - x: _common.TICKETS
-    s_tickets = c + tl.where(s_ids == g, rem, 0)
-
-    # 6. §8: Philox4x64-10, counter (round, position, 0, 0), key (seed, domain); only sampled rows draw.
-    u = tl.zeros((), tl.int32)
-    if sampled:
-        seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
-        rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
-        pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
-        zero = tl.zeros((), tl.uint64)
-        w0, _w1, _w2, _w3 = philox_impl(rnd, pos, zero, zero, seed, domain.to(tl.uint64, bitcast=True))
-        u = (w0 >> 40).to(tl.int32)
-    cum = tl.cumsum(s_tickets, axis=0)  # integer: exact
-    pick = tl.sum((cum <= u).to(tl.int32))
-    drawn = tl.sum(tl.where(slot == pick, s_ids, 0))
-
-    # 7. §7 outputs by row class.
-    token = tl.where(sampled, drawn, tl.where(greedy, g, EMPTY_ID))
-    out_ids = tl.where(sampled, s_ids, tl.where(greedy & (slot == 0), g, EMPTY_ID))
-    out_tix = tl.where(sampled, s_tickets, tl.where(greedy & (slot == 0), TICKETS, 0))
-    tl.store(status_ptr + b, status.to(tl.int8))
-    tl.store(token_ptr + b, token)
-    tl.store(ids_ptr + b * K + slot, out_ids)
-    tl.store(tickets_ptr + b * K + slot, out_tix)
+    _row_outputs(top, slot, status, greedy, sampled, b, tau, c_ptr, seed_ptr, round_ptr, pos_ptr, domain, status_ptr,
+                 token_ptr, ids_ptr, tickets_ptr, K)
 
 
 @triton.jit
@@ -412,3 +440,177 @@ def _check_candidates_kernel(
         tl.store(token_ptr + b, tl.full((), EMPTY_ID, tl.int32))
         tl.store(ids_ptr + b * K + slot, tl.full([K], EMPTY_ID, tl.int32))
         tl.store(tickets_ptr + b * K + slot, tl.zeros([K], tl.int32))
+
+
+# ------------------------------------------------------------------------------------------ the segment selector
+#
+# ``propose`` on one [B, V] tensor: two launches per position, each program one segment of L entries of a row.
+#   A. Every segment's largest key (§4.1, every NaN above +inf, as the greedy selector's) goes by an atomic max
+#      into one of the row's NB buckets (segment s into bucket s mod NB). The row's largest key is then the largest
+#      bucket, and it gives g and the §3 status; and the K-th largest bucket value (with multiplicity) is a lower
+#      bound tau of the value of the row's K-th entry: the buckets hold K distinct entries with values >= tau.
+#   B. Every segment again (an L2 read at the batch sizes where it matters): the entries of a sampled OK row with a
+#      finite value >= tau are appended to the row's survivors (an atomic slot counter; at V = 163840 and L = 1024
+#      about 44 of them on Gaussian rows, the most seen 59), and the row's last program (``_last_of_row``) ranks the
+#      survivors (in CAP/2 slots when they fit, else CAP; more survive on tied, masked or sorted rows, and the last
+#      program then scans the row instead: ``_scan_top_k``) and runs
+#      §4-§8 on the first K; for T0 and failed rows the last program writes their outputs from g alone. It also
+#      leaves the buckets and the survivor counter as launch A needs them (empty, 0) for the next position.
+# Exact by construction: every entry of the first K passes the filter, and the rank is by the full key.
+
+SIGN64 = tl.constexpr(-9223372036854775808)  # 2^63 as an int64: flips uint64 order into int64 order (atomic max)
+NAN_KEY = tl.constexpr(0xFFFFFFFF00000000)  # above every key of a number (the greedy selector's)
+OKEY_MIN_FINITE = tl.constexpr(0x00800000)  # okey(-FLT_MAX): the lowest finite value
+
+
+@triton.jit
+def _entry_keys(bits: tl.tensor, gid: tl.tensor, in_row: tl.tensor) -> tl.tensor:
+    """§4.1 keys (uint64) of fp32 bits and global IDs, every NaN above them all, padding lanes 0."""
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    return tl.where(in_row, tl.where(nan, NAN_KEY, _order_key(bits, gid)), 0)
+
+
+@triton.jit
+def _segment_max_kernel(
+    x_ptr: tl.tensor,  # [B, V] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
+    stride_row: tl.tensor,  # elements between rows of x
+    v: tl.tensor,  # entries per row
+    bucket_ptr: tl.tensor,  # [B, NB] int64: the row's buckets (uint64 keys with the sign bit flipped), all empty
+    KIND: tl.constexpr,  # _common.KIND_F32 / KIND_F16 / KIND_BF16
+    L: tl.constexpr,  # entries per segment, a power of two
+    NB: tl.constexpr,  # buckets per row
+    PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
+) -> None:
+    # Launch A: one program per (row, segment): the segment's largest key into bucket s mod NB.
+    _pdl_prologue(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    offs = s.to(tl.int64) * L + tl.arange(0, L)
+    in_row = offs < v
+    bits = _widen_bits(tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0), KIND)
+    best = tl.max(_entry_keys(bits, offs, in_row))
+    tl.atomic_max(bucket_ptr + b * NB + s % NB, best.to(tl.int64, bitcast=True) ^ SIGN64, sem="relaxed")
+
+
+@triton.jit
+def _scan_top_k(
+    row_ptr: tl.tensor,  # the row's raw logit bits
+    v: tl.tensor,  # entries in the row
+    tau: tl.tensor,  # uint32: entries below this value (or not finite) are not candidates
+    scratch_ptr: tl.tensor,  # CAPS int64 slots of this program (for _top_k's compaction)
+    KIND: tl.constexpr,
+    C: tl.constexpr,  # entries per chunk, a power of two >= 1024 (_top_k's threshold path)
+    K: tl.constexpr,
+    CAPS: tl.constexpr,  # _top_k's compaction slots
+) -> tl.tensor:
+    """The row's first K candidates (finite, value >= tau), descending, 0-padded: a scan of the row in chunks that
+    keeps the best K so far and merges only chunks with a key above the K-th best (the fallback for rows with more
+    survivors than CAP: tied, sorted or adversarial rows)."""
+    slot = tl.arange(0, K)
+    best = tl.zeros([K], tl.uint64)
+    kth = tl.zeros((), tl.uint64)
+    for c0 in range(0, v, C):
+        offs = c0 + tl.arange(0, C).to(tl.int64)
+        in_row = offs < v
+        bits = _widen_bits(tl.load(row_ptr + offs, mask=in_row, other=0), KIND)
+        okey = _okey(_order_key(bits, offs))
+        key = tl.where(in_row & (okey >= tau), _order_key(bits, offs), 0)
+        key = tl.where(key > kth, key, 0)
+        if tl.max(key) != 0:
+            chunk = _top_k(key, scratch_ptr, scratch_ptr, C, K, CAPS, False)
+            both = tl.reshape(tl.join(best, chunk), [2 * K])
+            best = _place(both, _rank_desc(both, 2 * K), K)
+            kth = tl.sum(tl.where(slot == K - 1, best, 0))
+    return best
+
+
+@triton.jit
+def _segment_select_kernel(
+    x_ptr: tl.tensor,  # [B, V] raw logit bits
+    stride_row: tl.tensor,
+    v: tl.tensor,
+    n_seg: tl.tensor,  # segments per row
+    bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets (left empty again)
+    cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0 (_workspace; left all 0)
+    surv_ptr: tl.tensor,  # [B, CAP] int64: the survivors' keys (uint64 bits)
+    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (all 0; left all 0)
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
+    round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
+    pos_ptr: tl.tensor,  # [B] uint64 absolute position (as int64 bits)
+    tau: tl.tensor,  # fp32 drafter temperature, finite and > 0
+    c_ptr: tl.tensor,  # fp64 constants of §6 (layout: _common.C_*)
+    domain: tl.tensor,  # uint64 Philox key word 1: DOMAIN_PROPOSAL
+    status_ptr: tl.tensor,  # [B] int8 out
+    token_ptr: tl.tensor,  # [B] int32 out
+    ids_ptr: tl.tensor,  # [B, K] int32 out
+    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    scratch_ptr: tl.tensor,  # [B, CAPS] int64 scratch for the fallback scan
+    KIND: tl.constexpr,
+    L: tl.constexpr,  # entries per segment
+    NB: tl.constexpr,  # buckets per row
+    NBP: tl.constexpr,  # power of two >= NB
+    CAP: tl.constexpr,  # survivor slots per row
+    C: tl.constexpr,  # entries per chunk of the fallback scan
+    CAPS: tl.constexpr,  # compaction slots of the fallback scan
+    K: tl.constexpr,  # 32
+    PDL: tl.constexpr,
+) -> None:
+    # Launch B: one program per (row, segment).
+    _pdl_prologue(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    slot = tl.arange(0, K)
+    row_ptr = x_ptr + b * stride_row
+
+    # 1. §3 and §4.2 from the buckets: the row's largest key (every NaN above +inf) is its maximum and its class.
+    bi = tl.arange(0, NBP)
+    live = bi < tl.minimum(n_seg, NB)
+    buckets = (tl.load(bucket_ptr + b * NB + bi, mask=live, other=SIGN64, cache_modifier=".cg") ^ SIGN64).to(
+        tl.uint64, bitcast=True)
+    top_key = tl.max(buckets)
+    top_okey = (top_key >> 32).to(tl.uint32)
+    temp = tl.load(temp_ptr + b)
+    bad_temp = (temp != temp) | (temp < 0.0)
+    status = tl.where(top_okey == 0xFFFFFFFF, 1, tl.where(top_okey == 0xFF800000, 2,
+                      tl.where(top_okey < OKEY_MIN_FINITE, 3, tl.where(bad_temp, 4, 0))))
+    ok = status == 0
+    greedy = ok & (temp == 0.0)
+    sampled = ok & (temp != 0.0)
+
+    # 2. A sampled row's survivors: finite entries with a value >= tau, the K-th largest bucket value (0 when fewer
+    # than K buckets are filled: then every finite entry survives).
+    bound = tl.maximum(_kth_largest_value(_okey(buckets), NBP, K), OKEY_MIN_FINITE)
+    if sampled:
+        offs = s.to(tl.int64) * L + tl.arange(0, L)
+        in_row = offs < v
+        bits = _widen_bits(tl.load(row_ptr + offs, mask=in_row, other=0), KIND)
+        key = _order_key(bits, offs)
+        passed = in_row & (_okey(key) >= bound)
+        n = tl.sum(passed.to(tl.int32))
+        if n != 0:
+            at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
+            tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
+
+    # 3. The row's last program: its first K entries (the survivors ranked, or the fallback scan), then §4-§8; and
+    # the buckets and the survivor counter emptied for the next position.
+    if _last_of_row(cnt_ptr, b, n_seg):
+        tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=live)
+        top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
+        if sampled:
+            count = tl.load(nsurv_ptr + b, cache_modifier=".cg")
+            if count <= CAP // 2:  # the usual case: a [CAP/2, CAP/2] rank
+                c = tl.arange(0, CAP // 2)
+                few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0, cache_modifier=".cg").to(
+                    tl.uint64, bitcast=True)
+                top = _place(few, _rank_desc(few, CAP // 2), K)
+            elif count <= CAP:
+                c = tl.arange(0, CAP)
+                few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0, cache_modifier=".cg").to(
+                    tl.uint64, bitcast=True)
+                top = _place(few, _rank_desc(few, CAP), K)
+            else:
+                top = _scan_top_k(row_ptr, v, bound, scratch_ptr + b * CAPS, KIND, C, K, CAPS)
+        tl.store(nsurv_ptr + b, 0)
+        _row_outputs(top, slot, status, greedy, sampled, b, tau, c_ptr, seed_ptr, round_ptr, pos_ptr, domain,
+                     status_ptr, token_ptr, ids_ptr, tickets_ptr, K)

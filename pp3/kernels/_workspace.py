@@ -1,5 +1,6 @@
-"""Row counters for kernels whose last program of a row finishes the row (the verifier's row reductions). Imports
-torch but not triton.
+"""Buffers that the kernels leave as they found them: the row counters of kernels whose last program of a row
+finishes the row (the verifier's row reductions, the greedy selector, the segment selector), and the segment
+selector's per-row buckets and survivor counters. Imports torch but not triton.
 
 Protocol: every program of row r adds 1 to ``counter[r]`` with an ``acq_rel`` atomic at GPU scope after a barrier (so
 the whole program's stores are released), and the program that sees the old value n - 1 (the last of the row's n
@@ -17,22 +18,39 @@ from __future__ import annotations
 
 import torch
 
-_GROW = 4096  # counters are int32: 16 KiB per buffer at first
-_LIVE: dict[tuple[torch.device, int], torch.Tensor] = {}
+_GROW = 4096  # rows (or counters) of a buffer at first; it doubles as needed
+_LIVE: dict[tuple[str, torch.device, int], torch.Tensor] = {}
 _RETIRED: list[torch.Tensor] = []  # replaced buffers: a captured graph may still read and reset them
 
 
-def counters(device: torch.device, n: int) -> torch.Tensor:
-    """``n`` int32 counters, all 0, on ``device``, for launches on its current stream (the interpreter's CPU: one)."""
+def _buffer(name: str, device: torch.device, rows: int, width: int, dtype: torch.dtype, fill: int) -> torch.Tensor:
+    """``rows`` rows of ``width`` entries of ``fill``, on ``device``, for launches on its current stream (the
+    interpreter's CPU: one); the kernels that use it leave every entry ``fill`` again."""
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (device, stream)
+    key = (name, device, stream)
     buf = _LIVE.get(key)
-    if buf is None or buf.numel() < n:
+    if buf is None or buf.shape[0] < rows:
         if buf is not None:
             _RETIRED.append(buf)
         size = _GROW
-        while size < n:
+        while size < rows:
             size *= 2
-        buf = torch.zeros(size, dtype=torch.int32, device=device)
+        buf = torch.full((size, width), fill, dtype=dtype, device=device)
         _LIVE[key] = buf
-    return buf[:n]
+    return buf[:rows]
+
+
+def counters(device: torch.device, n: int) -> torch.Tensor:
+    """``n`` int32 counters, all 0."""
+    return _buffer("counters", device, n, 1, torch.int32, 0).view(-1)
+
+
+def buckets(device: torch.device, rows: int, width: int) -> torch.Tensor:
+    """[rows, width] int64, all -2^63: the segment selector's buckets (uint64 keys with the sign bit flipped, so an
+    int64 atomic max orders them), empty."""
+    return _buffer(f"buckets{width}", device, rows, width, torch.int64, -(1 << 63))
+
+
+def survivor_counts(device: torch.device, rows: int) -> torch.Tensor:
+    """[rows] int32, all 0: the segment selector's survivor slots taken per row."""
+    return _buffer("survivors", device, rows, 1, torch.int32, 0).view(-1)

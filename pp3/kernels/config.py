@@ -28,6 +28,12 @@ MAX_TILES = 512  # tiles per row that launch 2 merges in one program (512 * 32 k
 FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
 # Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (_finalize_kernel).
 SECOND_CANDIDATE_TILES = 45
+# The segment selector (``propose`` on one tensor, _select.py): buckets of segment maxima per row, survivor slots per
+# row, and the chunk and compaction slots of its fallback scan.
+SEGMENT_BUCKETS = 64
+SEGMENT_CAP = 128
+SCAN_CHUNK = 1024
+SCAN_CAP = 128
 # Exact arithmetic (SPEC.md "Keywords"): no FMA contraction, no flush to zero. The interpreter ignores both.
 EXACT: dict[str, Any] = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 
@@ -36,18 +42,30 @@ EXACT: dict[str, Any] = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 class LaunchConfig:
     """How the selector's two launches run (never what they compute).
 
-    ``warps``: warps per program of launch 1 and launch 2 (tuned on the H200, bench/NOTES.md). ``pdl``: programmatic
+    ``warps``: warps per program of the tile selector's launch 1 and launch 2 (tuned on the H200, bench/NOTES.md; the
+    greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A and
+    B. ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments" (the default), or "tiles" (the
+    two launches of ``tile_candidates`` and ``finalize``, which every sharded call runs). ``pdl``: programmatic
     dependent launch where the device has it (CUDA, compute capability >= 9; never in the interpreter): ``True``
     always there, ``False`` never, ``None`` (the default) unless the environment sets PP3_PDL=0 (``use_pdl``)."""
 
     warps: tuple[int, int] = (8, 8)
     pdl: bool | None = None
+    segment_warps: tuple[int, int] = (4, 1)
+    selector: str = "segments"
+    segment: int | None = None  # the segment selector's entries per program (None: segment_size; a power of two)
 
     def __post_init__(self) -> None:
-        if len(self.warps) != 2 or any(isinstance(w, bool) or w not in (1, 2, 4, 8, 16, 32) for w in self.warps):
-            raise ValueError(f"warps: expected two of 1, 2, 4, 8, 16, 32, got {self.warps!r}")
+        for name, w in (("warps", self.warps), ("segment_warps", self.segment_warps)):
+            if len(w) != 2 or any(isinstance(n, bool) or n not in (1, 2, 4, 8, 16, 32) for n in w):
+                raise ValueError(f"{name}: expected two of 1, 2, 4, 8, 16, 32, got {w!r}")
         if self.pdl not in (None, True, False):
             raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
+        if self.selector not in ("segments", "tiles"):
+            raise ValueError(f"selector: expected 'segments' or 'tiles', got {self.selector!r}")
+        s = self.segment
+        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 32 or s > 1 << 16 or s & (s - 1)):
+            raise ValueError(f"segment: expected None or a power of two in 32 .. 65536, got {s!r}")
 
 
 DEFAULT_LAUNCH = LaunchConfig()
@@ -60,6 +78,16 @@ def auto_tile(v: int) -> int:
     while t < MAX_TILE and v >= 64 * t:
         t *= 2
     return t
+
+
+def segment_size(v: int) -> int:
+    """The segment selector's entries per program for rows of ``v`` entries: the largest power of two in 32 .. 2048
+    that cuts the row into at least 64 segments (so the K-th largest of the buckets bounds the row tightly), 32 for
+    shorter rows."""
+    s = 2048
+    while s > 32 and -(-v // s) < 64:
+        s //= 2
+    return s
 
 
 def tile_cap(tile: int) -> int:

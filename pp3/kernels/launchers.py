@@ -32,8 +32,13 @@ from pp3.kernels.config import (
     COUNT_CHUNK,
     EXACT,
     FINALIZE_CAP,
+    SCAN_CAP,
+    SCAN_CHUNK,
+    SEGMENT_BUCKETS,
+    SEGMENT_CAP,
     VERIFY_WARPS,
     LaunchConfig,
+    segment_size,
     tile_cap,
     use_pdl,
 )
@@ -168,7 +173,10 @@ def check_candidates(cands: Candidates, vocab_size: int, out: Proposal) -> None:
 def propose(
     xs: Sequence[torch.Tensor], tile: int, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal
 ) -> Proposal:
-    """Both launches over contiguous shards of one batch (in ID order) whose tiles fit launch 2, into ``out``."""
+    """The selector over contiguous shards of one batch (in ID order) whose tiles fit launch 2, into ``out``: the
+    segment selector on one shard (unless ``launch.selector`` is "tiles"), else both launches of the tile selector."""
+    if len(xs) == 1 and launch.selector == "segments":
+        return segments(xs[0], keys, tau, launch, out)
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     cands = new_candidates(xs[0].shape[0], sum(n), xs[0].device)
     offset = base = 0
@@ -177,6 +185,38 @@ def propose(
         offset += s.shape[1]
         base += nt
     return finalize(cands, keys, tau, launch, out)
+
+
+def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal) -> Proposal:
+    """The segment selector (``_select.py``: launches A and B, one program per segment of a row) on ``x`` [B, V],
+    into ``out``. Its buckets, survivor counters and row counters (``_workspace``) are left as found."""
+    b, v = x.shape
+    dev = x.device
+    seg = launch.segment or segment_size(v)
+    n_seg = triton.cdiv(v, seg)
+    nb = SEGMENT_BUCKETS
+    buckets = _workspace.buckets(dev, b, nb)
+    nsurv = _workspace.survivor_counts(dev, b)
+    counters = _workspace.counters(dev, b)
+    surv = torch.empty((b, SEGMENT_CAP), dtype=torch.int64, device=dev)
+    scratch = torch.empty((b, SCAN_CAP), dtype=torch.int64, device=dev)
+    pdl = use_pdl(dev, launch)
+    raw, kind = x.view(RAW[x.dtype]), KIND[x.dtype]
+    _select._segment_max_kernel[(b, n_seg)](
+        raw, x.stride(0), v, buckets,
+        KIND=kind, L=seg, NB=nb, PDL=pdl, num_warps=launch.segment_warps[0], **_options(pdl),
+    )
+    _select._segment_select_kernel[(b, n_seg)](
+        # inputs
+        raw, x.stride(0), v, n_seg, buckets, counters, surv, nsurv,
+        keys.temperature, keys.seed, keys.round, keys.position, tau, exp_constants(dev), DOMAIN_PROPOSAL,
+        # outputs
+        out.status, out.token, out.ids, out.tickets, scratch,
+        # compile-time
+        KIND=kind, L=seg, NB=nb, NBP=triton.next_power_of_2(nb), CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K,
+        PDL=pdl, num_warps=launch.segment_warps[1], **_options(pdl),
+    )
+    return out
 
 
 def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Proposal) -> Proposal:

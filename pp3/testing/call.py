@@ -157,7 +157,10 @@ class Call:
     tensor_args: bool  # kernel gets temperature/seed/round/position as tensors (True) or Python lists (False)
     cuts: tuple[int, ...] = ()  # the kernels run over contiguous shards [0, c_1), [c_1, c_2), ... [c_n, V)
     name: str = ""  # what the call is, in reports (not part of its repr)
-    greedy: bool = False  # the kernel is the greedy selector (``pp3.kernels.greedy``); every temperature is 0
+    # The kernel: "propose" (the segment selector on one tensor; over ``cuts``, tile_candidates and finalize), "tiles"
+    # (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor) or "greedy" (``greedy``; every
+    # temperature is 0).
+    kernel: str = "propose"
 
     @property
     def b(self) -> int:
@@ -187,7 +190,11 @@ class Call:
 
     def as_greedy(self) -> Call:
         """This call's rows through the greedy selector: every target temperature +0.0 (the reference's T0 rows)."""
-        return self.replace(temperature=np.zeros_like(self.temperature), greedy=True, name=f"{self.name} greedy")
+        return self.replace(temperature=np.zeros_like(self.temperature), kernel="greedy", name=f"{self.name} greedy")
+
+    def as_tiles(self) -> Call:
+        """This call through the tile selector (its two launches) rather than the segment selector."""
+        return self.replace(kernel="tiles", name=f"{self.name} tiles")
 
     def row_inputs(self, r: int) -> str:
         """One row's scalar inputs, in hex, enough to replay it."""
@@ -228,8 +235,9 @@ class Call:
     def run_kernel(self, device: Any = None) -> Proposal:
         """The Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
         interpreter), through the public launchers: ``propose``, or over ``cuts`` one ``tile_candidates`` per shard
-        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order; a ``greedy`` call
-        through ``greedy`` (``greedy_sharded`` over ``cuts``). The result as NumPy arrays."""
+        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order; ``kernel`` "tiles"
+        through ``propose`` with the tile selector, "greedy" through ``greedy`` (``greedy_sharded`` over ``cuts``).
+        The result as NumPy arrays."""
         import torch
 
         from pp3 import kernels
@@ -237,13 +245,15 @@ class Call:
         dev = default_device() if device is None else device
         x = self.torch_logits(dev)
         edges = [0, *self.cuts, self.v]
-        if self.greedy:
+        if self.kernel == "greedy":
             shards = [x[:, a:c] for a, c in itertools.pairwise(edges)]
             out: Proposal = to_numpy(kernels.greedy_sharded(shards, tile=self.tile))
             return out
         args = (*self.kernel_row_args(dev), self.tau)
         if not self.cuts:
-            out = to_numpy(kernels.propose(x, *args, tile=self.tile))
+            launch = kernels.LaunchConfig(selector="tiles", segment=None) if self.kernel == "tiles" else (
+                kernels.LaunchConfig(segment=self.tile))  # the segment selector takes the call's tile as its segment
+            out = to_numpy(kernels.propose(x, *args, tile=self.tile, launch=launch))
             return out
         parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
                  for a, c in itertools.pairwise(edges)]
@@ -260,7 +270,8 @@ class Call:
         return (f"make_case({self.fmt.name!r}, [{rows}], temperature={temps!r}, seed={list(self.seed)!r}, "
                 f"round={list(self.round)!r}, position={list(self.position)!r}, "
                 f"tau=float.fromhex({self.tau.hex()!r}), tile={self.tile}, tensor_args={self.tensor_args}"
-                + (f", cuts={list(self.cuts)!r})" if self.cuts else ")") + (".as_greedy()" if self.greedy else ""))
+                + (f", cuts={list(self.cuts)!r})" if self.cuts else ")")
+                + {"propose": "", "tiles": ".as_tiles()", "greedy": ".as_greedy()"}[self.kernel])
 
 
 def make_case(

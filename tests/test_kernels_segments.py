@@ -1,0 +1,136 @@
+"""The segment selector (``propose`` on one tensor: launches A and B of ``pp3/kernels/_select.py``) against the
+reference, bit for bit, on the rows that test its bound and its fallback: Gaussian rows (survivors well under CAP/2),
+exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors, segments sharing buckets, ties at the bound, rows masked to a
+few finite entries (spread out or contiguous), sorted rows and all-equal rows (the fallback scan), every row class in
+one batch, and calls one after another (the buckets and counters left as they were found). Planted bugs (a bound one
+too tight, the fallback skipped, the survivor count misread) fail these tests.
+
+Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from pp3 import reference as ref  # noqa: E402
+from pp3.kernels import LaunchConfig, _select, propose  # noqa: E402
+from pp3.testing.compare import assert_equal  # noqa: E402
+from proptests.strategies import threshold_case  # noqa: E402
+
+pytestmark = pytest.mark.interpreter
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+FIELDS = ("status", "token", "ids", "tickets")
+SEG = LaunchConfig(segment=32)  # 32-entry segments: many segments at interpreter sizes
+
+
+def _check(x: np.ndarray[Any, Any], temp: Any = 1.0, launch: LaunchConfig = SEG, what: str = "") -> None:
+    b = x.shape[0]
+    t = np.broadcast_to(np.asarray(temp, np.float32), (b,)).copy()
+    pos = np.arange(b, dtype=np.uint64) + np.uint64(11)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = ref.propose(x, t, 7, 3, pos)
+    got = propose(torch.from_numpy(x).to(DEVICE), torch.from_numpy(t).to(DEVICE), 7, 3,
+                  torch.from_numpy(pos.view(np.int64)).to(DEVICE), launch=launch)
+    for f in FIELDS:
+        assert_equal(getattr(got, f).cpu().numpy(), getattr(want, f), f"{what} {f}")
+
+
+def _gaussian(b: int, v: int, seed: int) -> np.ndarray[Any, Any]:
+    return (np.random.default_rng(seed).standard_normal((b, v)) * 3).astype(np.float32)
+
+
+@pytest.mark.parametrize("v", [2048, 5000])  # 64 segments (one per bucket); 157 (sharing buckets)
+def test_gaussian_rows(v: int) -> None:
+    _check(_gaussian(3, v, v), what=f"V={v}")
+
+
+@pytest.mark.parametrize("extras", [32, 33, 96, 97])  # 64 / 65 / 128 / 129 survivors
+def test_exact_survivor_counts(extras: int) -> None:
+    case = threshold_case("fp32", 64, extras, tile=32)
+    _check(case.logits32(), what=f"{32 + extras} survivors")
+
+
+def test_ties_at_the_bound_and_signed_zeros() -> None:
+    x = _gaussian(2, 2048, 1) - 20.0
+    x[0, ::32] = 0.0  # every segment's maximum is 0.0 (-0.0 in half of them): all tie at the bound
+    x[0, 16::64] = -0.0
+    x[1, ::31] = 5.0  # 67 entries tie at the top: more than CAP/2, fewer than CAP survive
+    _check(x, what="ties")
+
+
+@pytest.mark.parametrize("finite", [1, 31, 32, 33, 100, 300])
+def test_rows_masked_to_a_few_finite_entries(finite: int) -> None:
+    x = np.full((2, 4096), -np.inf, np.float32)
+    rng = np.random.default_rng(finite)
+    x[0, rng.choice(4096, finite, replace=False)] = rng.standard_normal(finite).astype(np.float32)
+    x[1, 1000:1000 + finite] = rng.standard_normal(finite).astype(np.float32)  # a contiguous allowed range
+    _check(x, what=f"{finite} finite")
+
+
+def test_sorted_and_all_equal_rows_take_the_fallback() -> None:
+    x = np.stack([np.arange(3000, dtype=np.float32), -np.arange(3000, dtype=np.float32),
+                  np.full(3000, 2.0, np.float32)])
+    _check(x, what="sorted / equal")
+
+
+def test_every_row_class_in_one_batch_and_half_precision() -> None:
+    x = _gaussian(7, 2100, 5)
+    x[1, 7] = np.nan
+    x[2, 9] = np.inf
+    x[3] = -np.inf
+    temps = [1.0, 1.0, 1.0, 1.0, 0.0, -0.0, np.nan]
+    _check(x, temps, what="classes")
+    for dtype in (np.float16,):
+        _check(x.astype(dtype).astype(np.float32), temps, what="fp16 values")
+
+
+def test_calls_leave_the_buckets_and_counters_as_they_found_them() -> None:
+    """The same call three times, with other calls between (T0 only, another size): the same bits each time."""
+    x = _gaussian(3, 2500, 9)
+    for _ in range(3):
+        _check(x, what="repeat")
+        _check(_gaussian(5, 700, 2), 0.0, what="T0 between")
+        _check(_gaussian(2, 4096, 3), 2.0, launch=LaunchConfig(), what="automatic segment")
+
+
+# ------------------------------------------------------------------------------------------------ planted bugs
+
+
+@triton.jit
+def _one_too_tight(vals: tl.tensor, N: tl.constexpr, k: tl.tensor) -> tl.tensor:
+    """A planted bug: the k-th largest value plus one, a bound that the k-th entry itself fails."""
+    at_least = tl.sum((vals[None, :] >= vals[:, None]).to(tl.int32), axis=1)
+    return tl.max(tl.where(at_least >= k, vals, 0)) + 1
+
+
+def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound of a row whose 32nd entry is the 32nd largest bucket (no extras): one too tight drops it."""
+    monkeypatch.setattr(_select, "_kth_largest_value", _one_too_tight)
+    with pytest.raises(AssertionError):
+        _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="too tight")
+
+
+_SCAN = _select._scan_top_k
+
+
+@triton.jit
+def _short_scan(row_ptr: tl.tensor, v: tl.tensor, tau: tl.tensor, scratch_ptr: tl.tensor, KIND: tl.constexpr,
+                C: tl.constexpr, K: tl.constexpr, CAPS: tl.constexpr) -> tl.tensor:
+    """A planted bug: the fallback scan stops one entry short of the row's end."""
+    return _SCAN(row_ptr, v - 1, tau, scratch_ptr, KIND, C, K, CAPS)
+
+
+def test_a_short_fallback_scan_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sorted row (its first K at the end) takes the fallback; a scan one entry short misses its maximum."""
+    monkeypatch.setattr(_select, "_scan_top_k", _short_scan)
+    with pytest.raises(AssertionError):
+        _check(np.arange(3000, dtype=np.float32)[None, :], what="short scan")
