@@ -187,7 +187,8 @@ def implementations(
     for w1, w2 in warps:
         out[f"pp3 tiles warps={w1},{w2}"] = pp3_warps(w1, w2)
     for cfg in segments:
-        out[f"pp3 segments warps={cfg.segment_warps[0]},{cfg.segment_warps[1]} L={cfg.segment}"] = pp3_launch(cfg)
+        ws = ",".join(str(n) for n in cfg.segment_warps)
+        out[f"pp3 segments warps={ws} L={cfg.segment}"] = pp3_launch(cfg)
     out["pp3 greedy kernel"] = pp3_greedy_kernel(None, 8)
     for t, w in greedy_cfg:
         out[f"pp3 greedy kernel tile={t} warps={w}"] = pp3_greedy_kernel(t, w)
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results")
     ap.add_argument("--warps", nargs="*", default=[], help="the tile selector's launch-1,launch-2 warp pairs to sweep")
     ap.add_argument("--segments", nargs="*", default=[],
-                    help="segment-selector settings to sweep, warpsA,warpsB,L (L 0: automatic), e.g. 4,1,1024")
+                    help="segment-selector settings warpsA,warpsB,warpsC,L (L 0: automatic), e.g. 4,1,4,1024")
     ap.add_argument("--greedy", nargs="*", default=[], help="greedy-selector tile,warps pairs to sweep, e.g. 2048,4")
     ap.add_argument("--warm-flashinfer", action="store_true",
                     help="run the FlashInfer row's call once (builds its JIT kernels) and exit: 0 if it ran")
@@ -343,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
     from pp3.kernels import LaunchConfig
 
-    segments = [LaunchConfig(segment_warps=(int(a), int(b)), segment=int(c) or None)
-                for a, b, c in (s.split(",") for s in args.segments)]
+    segments = [LaunchConfig(segment_warps=(int(a), int(b), int(c)), segment=int(seg) or None)
+                for a, b, c, seg in (s.split(",") for s in args.segments)]
     impls = implementations([None, *args.tiles], warps, segments, greedy_cfg)
     fi, fi_note = flashinfer_impl()
     if fi is not None:

@@ -100,15 +100,23 @@ def test_subnormal_half_precision_logits() -> None:
 
 
 @triton.jit
-def _higher_id(bits: tl.tensor, gid: tl.tensor) -> tl.tensor:
-    """A planted bug: the §4.1 key with the ID field not inverted, so equal values rank the higher ID first."""
-    return (_value_key(bits).to(tl.uint64) << 32) | gid.to(tl.uint64)
+def _highest_id(bits: tl.tensor, gid: tl.tensor, in_row: tl.tensor) -> tl.tensor:
+    """A planted bug: ``_common._best_key`` with the highest ID among the equal maxima, not the lowest."""
+    x = tl.where(in_row, bits.to(tl.float32, bitcast=True), float("-inf"))
+    m = tl.max(x)
+    nan = tl.max(tl.where(in_row, bits & 0x7FFFFFFF, 0)) > 0x7F800000
+    last = tl.max(tl.where(in_row & (x == m), gid.to(tl.uint64), 0))
+    key = (_value_key(m.to(tl.uint32, bitcast=True)).to(tl.uint64) << 32) | (0xFFFFFFFF - last)
+    return tl.where(nan, 0xFFFFFFFF00000000, key)
 
 
 def test_a_planted_tie_to_the_higher_id_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test above can fail: with the ID field inverted (ties to the higher ID) the tie rows differ."""
-    monkeypatch.setattr(_greedy, "_order_key", _higher_id)
-    with pytest.raises(AssertionError, match="token"):
+    """The test above can fail: with ties to the higher ID the tie rows differ (interpreter: a jit helper is
+    replaced only there; a GPU keeps the binary it compiled)."""
+    if DEVICE != "cpu":
+        pytest.skip("a planted jit helper takes effect in the interpreter")
+    monkeypatch.setattr(_greedy, "_best_key", _highest_id)
+    with pytest.raises(AssertionError):
         _check(_rows(100, 1), "fp32", tile=32)
 
 

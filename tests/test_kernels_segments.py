@@ -105,6 +105,12 @@ def test_calls_leave_the_buckets_and_counters_as_they_found_them() -> None:
 # ------------------------------------------------------------------------------------------------ planted bugs
 
 
+def _interpreter_only() -> None:
+    """A planted jit helper takes effect in the interpreter; a GPU keeps the binary it compiled."""
+    if DEVICE != "cpu":
+        pytest.skip("a planted jit helper takes effect in the interpreter")
+
+
 @triton.jit
 def _one_too_tight(vals: tl.tensor, N: tl.constexpr, k: tl.tensor) -> tl.tensor:
     """A planted bug: the k-th largest value plus one, a bound that the k-th entry itself fails."""
@@ -114,6 +120,7 @@ def _one_too_tight(vals: tl.tensor, N: tl.constexpr, k: tl.tensor) -> tl.tensor:
 
 def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound of a row whose 32nd entry is the 32nd largest bucket (no extras): one too tight drops it."""
+    _interpreter_only()
     monkeypatch.setattr(_select, "_kth_largest_value", _one_too_tight)
     with pytest.raises(AssertionError):
         _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="too tight")
@@ -131,6 +138,7 @@ def _short_scan(row_ptr: tl.tensor, v: tl.tensor, tau: tl.tensor, scratch_ptr: t
 
 def test_a_short_fallback_scan_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sorted row (its first K at the end) takes the fallback; a scan one entry short misses its maximum."""
+    _interpreter_only()
     monkeypatch.setattr(_select, "_scan_top_k", _short_scan)
     with pytest.raises(AssertionError):
         _check(np.arange(3000, dtype=np.float32)[None, :], what="short scan")

@@ -132,6 +132,23 @@ def _pdl_prologue(PDL: tl.constexpr) -> None:
         gdc_launch_dependents()
 
 
+NAN_KEY = tl.constexpr(0xFFFFFFFF00000000)  # above the §4.1 key of every number: okey 0xFFFFFFFF, the lowest ID field
+
+
+@triton.jit
+def _best_key(bits: tl.tensor, gid: tl.tensor, in_row: tl.tensor) -> tl.tensor:
+    """The largest §4.1 key of a block's entries (``in_row``), every NaN above them all (``NAN_KEY``), as a uint64
+    scalar; 0 for a block without entries. With three reductions on 32-bit values instead of one on 64-bit keys:
+    the largest value m (an fp32 maximum is exact; -0.0 and +0.0 compare equal), the lowest ID whose value equals m,
+    and the largest magnitude (a NaN of either sign is one above +inf's)."""
+    x = tl.where(in_row, bits.to(tl.float32, bitcast=True), float("-inf"))
+    m = tl.max(x)
+    mag = tl.max(tl.where(in_row, bits & 0x7FFFFFFF, 0))
+    first = tl.min(tl.where(in_row & (x == m), gid.to(tl.uint64), 0xFFFFFFFF))
+    key = (_value_key(m.to(tl.uint32, bitcast=True)).to(tl.uint64) << 32) | (0xFFFFFFFF - first)
+    return tl.where(mag > 0x7F800000, NAN_KEY, tl.where(first == 0xFFFFFFFF, 0, key))
+
+
 @triton.jit
 def _last_of_row(cnt_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor) -> tl.tensor:
     """Count this program of row r in (after all its stores); true in the row's last program, which resets the

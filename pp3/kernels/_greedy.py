@@ -1,10 +1,10 @@
 """Triton body of the greedy selector (SPEC.md §3, §4.2, §7 for T0 rows): one pass over each row, one launch. The
 launcher is ``launchers.greedy``; the helpers (widening, the §4.1 key, the row counters' protocol) are ``_common``'s.
 
-Every entry becomes one 64-bit key, the §4.1 key of its value and ID with every NaN moved above +inf; the largest
-key of a row is then its maximum with the lowest ID among equal values (§4.2), and tells the row's §3 status by
-itself: NaN if it is a NaN, +inf if it is +inf, zero mass if it is -inf. So a tile needs one reduction (the maximum
-of its keys), and the row's last program (``_last_of_row``) one more over its tiles' maxima.
+A row's largest §4.1 key, with every NaN moved above +inf, is its maximum with the lowest ID among equal values
+(§4.2), and tells the row's §3 status by itself: NaN if it is a NaN, +inf if it is +inf, zero mass if it is -inf. A
+tile's largest key comes from reductions on 32-bit values (``_best_key``), and the row's last program
+(``_last_of_row``) takes the largest of its tiles' keys.
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ from pp3.kernels._common import (
     OKEY_NEG_INF,
     OKEY_POS_INF,
     TICKETS,
+    _best_key,
     _key_id,
     _last_of_row,
-    _order_key,
     _pdl_prologue,
     _widen_bits,
 )
-
-NAN_KEY = tl.constexpr(0xFFFFFFFF00000000)  # above every key of a number: okey 0xFFFFFFFF, the lowest ID field
 
 
 @triton.jit
@@ -54,10 +52,7 @@ def _greedy_kernel(
     offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
     in_row = offs < v_shard
     bits = _widen_bits(tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0), KIND)
-    # §4.1 keys, every NaN (either sign, any payload) above them all; padding lanes 0, below every real key.
-    nan = (bits & 0x7FFFFFFF) > 0x7F800000
-    key = tl.where(nan, NAN_KEY, _order_key(bits, id_offset + offs))
-    best = tl.max(tl.where(in_row, key, 0))
+    best = _best_key(bits, id_offset + offs, in_row)  # the tile's largest key, every NaN above the rest
     tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
     if _last_of_row(cnt_ptr, b, n_tiles):
         ti = tl.arange(0, NT)

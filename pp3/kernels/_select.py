@@ -17,12 +17,12 @@ from pp3.kernels._common import (
     EMPTY_ID,
     TICKETS,
     TICKETS_F,
+    _best_key,
     _bit_or,
     _expf,
     _flag_bits,
     _key_id,
     _key_index,
-    _last_of_row,
     _order_key,
     _pdl_prologue,
     _tree,
@@ -444,30 +444,40 @@ def _check_candidates_kernel(
 
 # ------------------------------------------------------------------------------------------ the segment selector
 #
-# ``propose`` on one [B, V] tensor: two launches per position, each program one segment of L entries of a row.
-#   A. Every segment's largest key (§4.1, every NaN above +inf, as the greedy selector's) goes by an atomic max
-#      into one of the row's NB buckets (segment s into bucket s mod NB). The row's largest key is then the largest
-#      bucket, and it gives g and the §3 status; and the K-th largest bucket value (with multiplicity) is a lower
-#      bound tau of the value of the row's K-th entry: the buckets hold K distinct entries with values >= tau.
-#   B. Every segment again (an L2 read at the batch sizes where it matters): the entries of a sampled OK row with a
-#      finite value >= tau are appended to the row's survivors (an atomic slot counter; at V = 163840 and L = 1024
-#      about 44 of them on Gaussian rows, the most seen 59), and the row's last program (``_last_of_row``) ranks the
-#      survivors (in CAP/2 slots when they fit, else CAP; more survive on tied, masked or sorted rows, and the last
-#      program then scans the row instead: ``_scan_top_k``) and runs
-#      §4-§8 on the first K; for T0 and failed rows the last program writes their outputs from g alone. It also
-#      leaves the buckets and the survivor counter as launch A needs them (empty, 0) for the next position.
+# ``propose`` on one [B, V] tensor: three launches per position; in A and B each program is one segment of L entries
+# of a row, in C one program is one row.
+#   A. Every segment's largest key (§4.1, every NaN above +inf: ``_best_key``) goes by an atomic max into one of the
+#      row's NB buckets (segment s into bucket s mod NB). The largest bucket is then the row's largest key, which
+#      gives g and the §3 status; and the K-th largest bucket value (with multiplicity) is a lower bound tau of the
+#      value of the row's K-th entry: the buckets hold K distinct entries with values >= tau.
+#   B. Every segment of a sampled OK row again (an L2 read at the batch sizes where that matters): its finite entries
+#      with a value >= tau are appended to the row's survivors (an atomic slot counter). At V = 163840 and L = 1024
+#      about 44 entries of a Gaussian row survive, the most seen 59.
+#   C. Per row: the survivors ranked (in CAP/2 slots when they fit, else CAP; when more survive, on tied, masked or
+#      sorted rows, the row is scanned instead: ``_scan_top_k``), then §4-§8 on the first K (``_row_outputs``); T0
+#      and failed rows from g alone. C leaves the buckets and the survivor counter as A and B need them (empty, 0).
 # Exact by construction: every entry of the first K passes the filter, and the rank is by the full key.
 
 SIGN64 = tl.constexpr(-9223372036854775808)  # 2^63 as an int64: flips uint64 order into int64 order (atomic max)
-NAN_KEY = tl.constexpr(0xFFFFFFFF00000000)  # above every key of a number (the greedy selector's)
 OKEY_MIN_FINITE = tl.constexpr(0x00800000)  # okey(-FLT_MAX): the lowest finite value
 
 
 @triton.jit
-def _entry_keys(bits: tl.tensor, gid: tl.tensor, in_row: tl.tensor) -> tl.tensor:
-    """§4.1 keys (uint64) of fp32 bits and global IDs, every NaN above them all, padding lanes 0."""
-    nan = (bits & 0x7FFFFFFF) > 0x7F800000
-    return tl.where(in_row, tl.where(nan, NAN_KEY, _order_key(bits, gid)), 0)
+def _row_class(bucket_ptr: tl.tensor, b: tl.tensor, n_seg: tl.tensor, temp: tl.tensor, NB: tl.constexpr,
+               NBP: tl.constexpr, K: tl.constexpr) -> tuple[tl.tensor, tl.tensor, tl.tensor, tl.tensor]:
+    """From row b's buckets: its largest key, its §3 status, whether it is sampled (an OK row of T != 0), and tau,
+    the K-th largest bucket value (0 when fewer than K buckets are filled) raised to the lowest finite value."""
+    bi = tl.arange(0, NBP)
+    live = bi < tl.minimum(n_seg, NB)
+    raw = tl.load(bucket_ptr + b * NB + bi, mask=live, other=SIGN64, cache_modifier=".cg")
+    buckets = (raw ^ SIGN64).to(tl.uint64, bitcast=True)
+    top_key = tl.max(buckets)
+    top_okey = (top_key >> 32).to(tl.uint32)
+    bad_temp = (temp != temp) | (temp < 0.0)
+    status = tl.where(top_okey == 0xFFFFFFFF, 1, tl.where(top_okey == 0xFF800000, 2,
+                      tl.where(top_okey < OKEY_MIN_FINITE, 3, tl.where(bad_temp, 4, 0))))
+    bound = tl.maximum(_kth_largest_value(_okey(buckets), NBP, K), OKEY_MIN_FINITE)
+    return top_key, status, (status == 0) & (temp != 0.0), bound
 
 
 @triton.jit
@@ -488,8 +498,43 @@ def _segment_max_kernel(
     offs = s.to(tl.int64) * L + tl.arange(0, L)
     in_row = offs < v
     bits = _widen_bits(tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0), KIND)
-    best = tl.max(_entry_keys(bits, offs, in_row))
+    best = _best_key(bits, offs, in_row)
     tl.atomic_max(bucket_ptr + b * NB + s % NB, best.to(tl.int64, bitcast=True) ^ SIGN64, sem="relaxed")
+
+
+@triton.jit
+def _segment_filter_kernel(
+    x_ptr: tl.tensor,  # [B, V] raw logit bits
+    stride_row: tl.tensor,
+    v: tl.tensor,
+    n_seg: tl.tensor,  # segments per row
+    bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets
+    surv_ptr: tl.tensor,  # [B, CAP] int64 out: the survivors' keys (uint64 bits), the first CAP appended
+    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (all 0 before the launch)
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    KIND: tl.constexpr,
+    L: tl.constexpr,  # entries per segment
+    NB: tl.constexpr,  # buckets per row
+    NBP: tl.constexpr,  # power of two >= NB
+    CAP: tl.constexpr,  # survivor slots per row
+    K: tl.constexpr,  # 32
+    PDL: tl.constexpr,
+) -> None:
+    # Launch B: one program per (row, segment) of sampled OK rows: append the segment's survivors.
+    _pdl_prologue(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    _top_key, _status, sampled, bound = _row_class(bucket_ptr, b, n_seg, tl.load(temp_ptr + b), NB, NBP, K)
+    if sampled:
+        offs = s.to(tl.int64) * L + tl.arange(0, L)
+        in_row = offs < v
+        bits = _widen_bits(tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0), KIND)
+        key = _order_key(bits, offs)
+        passed = in_row & (_okey(key) >= bound)
+        n = tl.sum(passed.to(tl.int32))
+        if n != 0:
+            at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
+            tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
 
 
 @triton.jit
@@ -505,17 +550,15 @@ def _scan_top_k(
 ) -> tl.tensor:
     """The row's first K candidates (finite, value >= tau), descending, 0-padded: a scan of the row in chunks that
     keeps the best K so far and merges only chunks with a key above the K-th best (the fallback for rows with more
-    survivors than CAP: tied, sorted or adversarial rows)."""
+    survivors than CAP: tied, masked, sorted or adversarial rows)."""
     slot = tl.arange(0, K)
     best = tl.zeros([K], tl.uint64)
     kth = tl.zeros((), tl.uint64)
     for c0 in range(0, v, C):
         offs = c0 + tl.arange(0, C).to(tl.int64)
         in_row = offs < v
-        bits = _widen_bits(tl.load(row_ptr + offs, mask=in_row, other=0), KIND)
-        okey = _okey(_order_key(bits, offs))
-        key = tl.where(in_row & (okey >= tau), _order_key(bits, offs), 0)
-        key = tl.where(key > kth, key, 0)
+        key = _order_key(_widen_bits(tl.load(row_ptr + offs, mask=in_row, other=0), KIND), offs)
+        key = tl.where(in_row & (_okey(key) >= tau) & (key > kth), key, 0)
         if tl.max(key) != 0:
             chunk = _top_k(key, scratch_ptr, scratch_ptr, C, K, CAPS, False)
             both = tl.reshape(tl.join(best, chunk), [2 * K])
@@ -525,15 +568,14 @@ def _scan_top_k(
 
 
 @triton.jit
-def _segment_select_kernel(
+def _segment_merge_kernel(
     x_ptr: tl.tensor,  # [B, V] raw logit bits
     stride_row: tl.tensor,
     v: tl.tensor,
     n_seg: tl.tensor,  # segments per row
-    bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets (left empty again)
-    cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0 (_workspace; left all 0)
-    surv_ptr: tl.tensor,  # [B, CAP] int64: the survivors' keys (uint64 bits)
-    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (all 0; left all 0)
+    bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets (left empty)
+    surv_ptr: tl.tensor,  # [B, CAP] int64: launch B's survivors
+    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (left 0)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
     round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
@@ -547,70 +589,35 @@ def _segment_select_kernel(
     tickets_ptr: tl.tensor,  # [B, K] int32 out
     scratch_ptr: tl.tensor,  # [B, CAPS] int64 scratch for the fallback scan
     KIND: tl.constexpr,
-    L: tl.constexpr,  # entries per segment
-    NB: tl.constexpr,  # buckets per row
-    NBP: tl.constexpr,  # power of two >= NB
-    CAP: tl.constexpr,  # survivor slots per row
+    NB: tl.constexpr,
+    NBP: tl.constexpr,
+    CAP: tl.constexpr,
     C: tl.constexpr,  # entries per chunk of the fallback scan
     CAPS: tl.constexpr,  # compaction slots of the fallback scan
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,
 ) -> None:
-    # Launch B: one program per (row, segment).
+    # Launch C: one program per row: its first K entries, then §4-§8; the buckets and the counter emptied.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
-    s = tl.program_id(1)
     slot = tl.arange(0, K)
-    row_ptr = x_ptr + b * stride_row
-
-    # 1. §3 and §4.2 from the buckets: the row's largest key (every NaN above +inf) is its maximum and its class.
-    bi = tl.arange(0, NBP)
-    live = bi < tl.minimum(n_seg, NB)
-    buckets = (tl.load(bucket_ptr + b * NB + bi, mask=live, other=SIGN64, cache_modifier=".cg") ^ SIGN64).to(
-        tl.uint64, bitcast=True)
-    top_key = tl.max(buckets)
-    top_okey = (top_key >> 32).to(tl.uint32)
     temp = tl.load(temp_ptr + b)
-    bad_temp = (temp != temp) | (temp < 0.0)
-    status = tl.where(top_okey == 0xFFFFFFFF, 1, tl.where(top_okey == 0xFF800000, 2,
-                      tl.where(top_okey < OKEY_MIN_FINITE, 3, tl.where(bad_temp, 4, 0))))
-    ok = status == 0
-    greedy = ok & (temp == 0.0)
-    sampled = ok & (temp != 0.0)
-
-    # 2. A sampled row's survivors: finite entries with a value >= tau, the K-th largest bucket value (0 when fewer
-    # than K buckets are filled: then every finite entry survives).
-    bound = tl.maximum(_kth_largest_value(_okey(buckets), NBP, K), OKEY_MIN_FINITE)
+    top_key, status, sampled, bound = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP, K)
+    top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
     if sampled:
-        offs = s.to(tl.int64) * L + tl.arange(0, L)
-        in_row = offs < v
-        bits = _widen_bits(tl.load(row_ptr + offs, mask=in_row, other=0), KIND)
-        key = _order_key(bits, offs)
-        passed = in_row & (_okey(key) >= bound)
-        n = tl.sum(passed.to(tl.int32))
-        if n != 0:
-            at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
-            tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
-
-    # 3. The row's last program: its first K entries (the survivors ranked, or the fallback scan), then §4-§8; and
-    # the buckets and the survivor counter emptied for the next position.
-    if _last_of_row(cnt_ptr, b, n_seg):
-        tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=live)
-        top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
-        if sampled:
-            count = tl.load(nsurv_ptr + b, cache_modifier=".cg")
-            if count <= CAP // 2:  # the usual case: a [CAP/2, CAP/2] rank
-                c = tl.arange(0, CAP // 2)
-                few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0, cache_modifier=".cg").to(
-                    tl.uint64, bitcast=True)
-                top = _place(few, _rank_desc(few, CAP // 2), K)
-            elif count <= CAP:
-                c = tl.arange(0, CAP)
-                few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0, cache_modifier=".cg").to(
-                    tl.uint64, bitcast=True)
-                top = _place(few, _rank_desc(few, CAP), K)
-            else:
-                top = _scan_top_k(row_ptr, v, bound, scratch_ptr + b * CAPS, KIND, C, K, CAPS)
-        tl.store(nsurv_ptr + b, 0)
-        _row_outputs(top, slot, status, greedy, sampled, b, tau, c_ptr, seed_ptr, round_ptr, pos_ptr, domain,
-                     status_ptr, token_ptr, ids_ptr, tickets_ptr, K)
+        count = tl.load(nsurv_ptr + b)
+        if count <= CAP // 2:  # the usual case: a [CAP/2, CAP/2] rank
+            c = tl.arange(0, CAP // 2)
+            few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0).to(tl.uint64, bitcast=True)
+            top = _place(few, _rank_desc(few, CAP // 2), K)
+        elif count <= CAP:
+            c = tl.arange(0, CAP)
+            few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0).to(tl.uint64, bitcast=True)
+            top = _place(few, _rank_desc(few, CAP), K)
+        else:
+            top = _scan_top_k(x_ptr + b * stride_row, v, bound, scratch_ptr + b * CAPS, KIND, C, K, CAPS)
+    bi = tl.arange(0, NBP)
+    tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=bi < tl.minimum(n_seg, NB))
+    tl.store(nsurv_ptr + b, 0)
+    _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, c_ptr, seed_ptr, round_ptr,
+                 pos_ptr, domain, status_ptr, token_ptr, ids_ptr, tickets_ptr, K)

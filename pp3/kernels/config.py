@@ -43,22 +43,22 @@ class LaunchConfig:
     """How the selector's two launches run (never what they compute).
 
     ``warps``: warps per program of the tile selector's launch 1 and launch 2 (tuned on the H200, bench/NOTES.md; the
-    greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A and
-    B. ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments" (the default), or "tiles" (the
+    greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A, B
+    and C. ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments" (the default), or "tiles" (the
     two launches of ``tile_candidates`` and ``finalize``, which every sharded call runs). ``pdl``: programmatic
     dependent launch where the device has it (CUDA, compute capability >= 9; never in the interpreter): ``True``
     always there, ``False`` never, ``None`` (the default) unless the environment sets PP3_PDL=0 (``use_pdl``)."""
 
     warps: tuple[int, int] = (8, 8)
     pdl: bool | None = None
-    segment_warps: tuple[int, int] = (4, 1)
+    segment_warps: tuple[int, int, int] = (4, 2, 4)
     selector: str = "segments"
     segment: int | None = None  # the segment selector's entries per program (None: segment_size; a power of two)
 
     def __post_init__(self) -> None:
-        for name, w in (("warps", self.warps), ("segment_warps", self.segment_warps)):
-            if len(w) != 2 or any(isinstance(n, bool) or n not in (1, 2, 4, 8, 16, 32) for n in w):
-                raise ValueError(f"{name}: expected two of 1, 2, 4, 8, 16, 32, got {w!r}")
+        for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 3)):
+            if len(w) != n or any(isinstance(c, bool) or c not in (1, 2, 4, 8, 16, 32) for c in w):
+                raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
         if self.pdl not in (None, True, False):
             raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
         if self.selector not in ("segments", "tiles"):

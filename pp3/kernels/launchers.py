@@ -188,33 +188,37 @@ def propose(
 
 
 def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal) -> Proposal:
-    """The segment selector (``_select.py``: launches A and B, one program per segment of a row) on ``x`` [B, V],
-    into ``out``. Its buckets, survivor counters and row counters (``_workspace``) are left as found."""
+    """The segment selector (``_select.py``: launches A and B, one program per segment of a row, and C, one per row)
+    on ``x`` [B, V], into ``out``. Its buckets and survivor counters (``_workspace``) are left as found."""
     b, v = x.shape
     dev = x.device
     seg = launch.segment or segment_size(v)
     n_seg = triton.cdiv(v, seg)
-    nb = SEGMENT_BUCKETS
+    nb, nbp = SEGMENT_BUCKETS, triton.next_power_of_2(SEGMENT_BUCKETS)
     buckets = _workspace.buckets(dev, b, nb)
     nsurv = _workspace.survivor_counts(dev, b)
-    counters = _workspace.counters(dev, b)
     surv = torch.empty((b, SEGMENT_CAP), dtype=torch.int64, device=dev)
     scratch = torch.empty((b, SCAN_CAP), dtype=torch.int64, device=dev)
     pdl = use_pdl(dev, launch)
     raw, kind = x.view(RAW[x.dtype]), KIND[x.dtype]
+    wa, wb, wc = launch.segment_warps
     _select._segment_max_kernel[(b, n_seg)](
         raw, x.stride(0), v, buckets,
-        KIND=kind, L=seg, NB=nb, PDL=pdl, num_warps=launch.segment_warps[0], **_options(pdl),
+        KIND=kind, L=seg, NB=nb, PDL=pdl, num_warps=wa, **_options(pdl),
     )
-    _select._segment_select_kernel[(b, n_seg)](
+    _select._segment_filter_kernel[(b, n_seg)](
+        raw, x.stride(0), v, n_seg, buckets, surv, nsurv, keys.temperature,
+        KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, num_warps=wb, **_options(pdl),
+    )
+    _select._segment_merge_kernel[(b,)](
         # inputs
-        raw, x.stride(0), v, n_seg, buckets, counters, surv, nsurv,
+        raw, x.stride(0), v, n_seg, buckets, surv, nsurv,
         keys.temperature, keys.seed, keys.round, keys.position, tau, exp_constants(dev), DOMAIN_PROPOSAL,
         # outputs
         out.status, out.token, out.ids, out.tickets, scratch,
         # compile-time
-        KIND=kind, L=seg, NB=nb, NBP=triton.next_power_of_2(nb), CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K,
-        PDL=pdl, num_warps=launch.segment_warps[1], **_options(pdl),
+        KIND=kind, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
+        **_options(pdl),
     )
     return out
 
