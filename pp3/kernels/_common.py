@@ -162,6 +162,15 @@ def _last_of_row(cnt_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor) -> tl.ten
 
 
 @triton.jit
+def _exp_scalars(c_ptr: tl.tensor) -> tuple[tl.tensor, ...]:
+    """The scalar fp64 constants of §6 from the table at ``c_ptr``: INV, SHIFT, L1, L2, C2, C3, C4, C5, 1. A kernel
+    whose exponential is on its critical path loads them early (``_expf_with``), so their latency overlaps."""
+    return (tl.load(c_ptr + C_INV), tl.load(c_ptr + C_SHIFT), tl.load(c_ptr + C_L1), tl.load(c_ptr + C_L2),
+            tl.load(c_ptr + C_C2), tl.load(c_ptr + C_C3), tl.load(c_ptr + C_C4), tl.load(c_ptr + C_C5),
+            tl.load(c_ptr + C_ONE))
+
+
+@triton.jit
 def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
     """SPEC.md §6 E1-E9, one IEEE fp64 operation per step, constants from the fp64 table at ``c_ptr``."""
     zc = tl.maximum(z, -104.0)  # E1
@@ -176,6 +185,25 @@ def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
     c4 = tl.load(c_ptr + C_C4)
     c5 = tl.load(c_ptr + C_C5)
     one = tl.load(c_ptr + C_ONE)
+    return _expf_tail(k, r, one, c2, c3, c4, c5, c_ptr)
+
+
+@triton.jit
+def _expf_with(z: tl.tensor, kc: tl.tuple, c_ptr: tl.tensor) -> tl.tensor:
+    """``_expf`` with its scalar constants given (``_exp_scalars``): the same operations in the same order."""
+    zc = tl.maximum(z, -104.0)  # E1
+    x = zc.to(tl.float64)  # E1: exact
+    t = x * kc[0]  # E2
+    kd = (t + kc[1]) - kc[1]  # E3: nearest integer, ties to even
+    k = kd.to(tl.int32)  # E3: exact
+    r = (x - kd * kc[2]) - kd * kc[3]  # E4
+    return _expf_tail(k, r, kc[8], kc[4], kc[5], kc[6], kc[7], c_ptr)
+
+
+@triton.jit
+def _expf_tail(k: tl.tensor, r: tl.tensor, one: tl.tensor, c2: tl.tensor, c3: tl.tensor, c4: tl.tensor,
+               c5: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
+    """§6 E5-E9 from E3's k and E4's r."""
     p = r * (one + r * (c2 + r * (c3 + r * (c4 + r * c5))))  # E5
     j = k & 63  # E6
     m = k >> 6  # E6: arithmetic shift (k is signed)

@@ -19,7 +19,8 @@ from pp3.kernels._common import (
     TICKETS_F,
     _best_key,
     _bit_or,
-    _expf,
+    _exp_scalars,
+    _expf_with,
     _flag_bits,
     _key_id,
     _key_index,
@@ -213,6 +214,19 @@ def _top_k(
 
 
 @triton.jit
+def _proposal_uniform(seed_ptr: tl.tensor, round_ptr: tl.tensor, pos_ptr: tl.tensor, domain: tl.tensor,
+                      b: tl.tensor) -> tl.tensor:
+    """§8: u = W_0 >> 40 of Philox4x64-10(counter = (round, position, 0, 0), key = (seed, domain)) for row b (int32);
+    a sampled row's draw uses it, every other row ignores it."""
+    seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
+    rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
+    pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
+    zero = tl.zeros((), tl.uint64)
+    w0, _w1, _w2, _w3 = philox_impl(rnd, pos, zero, zero, seed, domain.to(tl.uint64, bitcast=True))
+    return (w0 >> 40).to(tl.int32)  # type: ignore[no-any-return]  # philox_impl is untyped
+
+
+@triton.jit
 def _row_outputs(
     top: tl.tensor,  # [K] uint64: the row's first K entries in §4.1 order (descending keys, 0-padding last)
     slot: tl.tensor,  # [K] int32: 0 .. K-1
@@ -221,11 +235,9 @@ def _row_outputs(
     sampled: tl.tensor,  # an OK sampled row
     b: tl.tensor,  # the row
     tau: tl.tensor,  # fp32 drafter temperature, finite and > 0
+    kc: tl.tuple,  # the scalar constants of §6 (_exp_scalars)
     c_ptr: tl.tensor,  # fp64 constants of §6 (layout: _common.C_*)
-    seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
-    round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
-    pos_ptr: tl.tensor,  # [B] uint64 absolute position (as int64 bits)
-    domain: tl.tensor,  # uint64 Philox key word 1: DOMAIN_PROPOSAL
+    u: tl.tensor,  # the row's §8 uniform (_proposal_uniform), used by sampled rows only
     status_ptr: tl.tensor,  # [B] int8 out
     token_ptr: tl.tensor,  # [B] int32 out
     ids_ptr: tl.tensor,  # [B, K] int32 out
@@ -233,7 +245,8 @@ def _row_outputs(
     K: tl.constexpr,  # 32
 ) -> None:
     """§4-§8 of one row from its first K entries: rank 0 is g with the row maximum m; the weights, the tickets, the
-    draw, and the §7 outputs by row class (steps 2-7 of ``_finalize_kernel``)."""
+    draw, and the §7 outputs by row class (steps 2-7 of ``_finalize_kernel``). The uniform and the exponential's
+    constants come in: they depend on no logit, so a kernel loads and computes them first, off this chain."""
     ok = status == 0
     top_key = tl.max(top)
     g = _key_id(top_key)
@@ -248,7 +261,7 @@ def _row_outputs(
     # 3. §5 steps 1-3: d = x - m, z = d / tau (IEEE), e = expf(z).
     d = tl.where(ok & member, x - m, 0.0)  # 0 elsewhere: failed rows and empty slots stay NaN-free
     z = tl.math.div_rn(d, tau)
-    e = _expf(z, c_ptr)
+    e = _expf_with(z, kc, c_ptr)
 
     # 4. §5 step 4: slots in ascending ID order. Members (ranks 0..n-1) take slot = #members with a lower ID;
     # the others keep their rank (>= n), so slots are a permutation and empty slots come last.
@@ -271,17 +284,9 @@ def _row_outputs(
     rem = -tl.sum(c) + TICKETS  # -x + C, not C - x: _common.TICKETS
     s_tickets = c + tl.where(s_ids == g, rem, 0)
 
-    # 6. §8: Philox4x64-10, counter (round, position, 0, 0), key (seed, domain); only sampled rows draw.
-    u = tl.zeros((), tl.int32)
-    if sampled:
-        seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
-        rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
-        pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
-        zero = tl.zeros((), tl.uint64)
-        w0, _w1, _w2, _w3 = philox_impl(rnd, pos, zero, zero, seed, domain.to(tl.uint64, bitcast=True))
-        u = (w0 >> 40).to(tl.int32)
+    # 6. §8: the draw (only sampled rows draw; u is the uniform of the row's Philox block).
     cum = tl.cumsum(s_tickets, axis=0)  # integer: exact
-    pick = tl.sum((cum <= u).to(tl.int32))
+    pick = tl.sum((cum <= tl.where(sampled, u, 0)).to(tl.int32))
     drawn = tl.sum(tl.where(slot == pick, s_ids, 0))
 
     # 7. §7 outputs by row class.
@@ -358,6 +363,8 @@ def _finalize_kernel(
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     slot = tl.arange(0, K)
+    u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
+    kc = _exp_scalars(c_ptr)
 
     # 1. §3 status from the OR of the tiles' flags, in precedence order.
     ti = tl.arange(0, NT)
@@ -391,8 +398,8 @@ def _finalize_kernel(
         ci = tl.arange(0, NC)
         cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_tiles * K, other=0).to(tl.uint64, bitcast=True)
         top = _top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NC, K, CAP, False)
-    _row_outputs(top, slot, status, greedy, sampled, b, tau, c_ptr, seed_ptr, round_ptr, pos_ptr, domain, status_ptr,
-                 token_ptr, ids_ptr, tickets_ptr, K)
+    _row_outputs(top, slot, status, greedy, sampled, b, tau, kc, c_ptr, u, status_ptr, token_ptr, ids_ptr, tickets_ptr,
+                 K)
 
 
 @triton.jit
@@ -602,13 +609,16 @@ def _segment_merge_kernel(
     b = tl.program_id(0).to(tl.int64)
     slot = tl.arange(0, K)
     temp = tl.load(temp_ptr + b)
+    count = tl.load(nsurv_ptr + b)
+    c_half = tl.arange(0, CAP // 2)
+    first = tl.load(surv_ptr + b * CAP + c_half)  # the usual survivors, loaded with the count (masked below)
+    u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
+    kc = _exp_scalars(c_ptr)
     top_key, status, sampled, bound = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP, K)
     top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
     if sampled:
-        count = tl.load(nsurv_ptr + b)
         if count <= CAP // 2:  # the usual case: a [CAP/2, CAP/2] rank
-            c = tl.arange(0, CAP // 2)
-            few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0).to(tl.uint64, bitcast=True)
+            few = tl.where(c_half < count, first, 0).to(tl.uint64, bitcast=True)
             top = _place(few, _rank_desc(few, CAP // 2), K)
         elif count <= CAP:
             c = tl.arange(0, CAP)
@@ -619,5 +629,5 @@ def _segment_merge_kernel(
     bi = tl.arange(0, NBP)
     tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=bi < tl.minimum(n_seg, NB))
     tl.store(nsurv_ptr + b, 0)
-    _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, c_ptr, seed_ptr, round_ptr,
-                 pos_ptr, domain, status_ptr, token_ptr, ids_ptr, tickets_ptr, K)
+    _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, kc, c_ptr, u, status_ptr,
+                 token_ptr, ids_ptr, tickets_ptr, K)

@@ -51,6 +51,12 @@ def buckets(device: torch.device, rows: int, width: int) -> torch.Tensor:
     return _buffer(f"buckets{width}", device, rows, width, torch.int64, -(1 << 63))
 
 
+def survivor_slots(device: torch.device, rows: int, width: int) -> torch.Tensor:
+    """[rows, width] int64: the segment selector's survivor slots. Not restored: a launch reads only the slots it
+    wrote, and its speculative loads of the others read defined memory (zeros at first, earlier survivors later)."""
+    return _buffer(f"slots{width}", device, rows, width, torch.int64, 0)
+
+
 def survivor_counts(device: torch.device, rows: int) -> torch.Tensor:
     """[rows] int32, all 0: the segment selector's survivor slots taken per row."""
     return _buffer("survivors", device, rows, 1, torch.int32, 0).view(-1)

@@ -197,7 +197,7 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
     nb, nbp = SEGMENT_BUCKETS, triton.next_power_of_2(SEGMENT_BUCKETS)
     buckets = _workspace.buckets(dev, b, nb)
     nsurv = _workspace.survivor_counts(dev, b)
-    surv = torch.empty((b, SEGMENT_CAP), dtype=torch.int64, device=dev)
+    surv = _workspace.survivor_slots(dev, b, SEGMENT_CAP)
     scratch = torch.empty((b, SCAN_CAP), dtype=torch.int64, device=dev)
     pdl = use_pdl(dev, launch)
     raw, kind = x.view(RAW[x.dtype]), KIND[x.dtype]

@@ -27,6 +27,7 @@ from .math import umulhi as umulhi
 
 # `BLOCK: tl.constexpr` annotations; tl.constexpr(v) wrapping at module level.
 constexpr: TypeAlias = Any
+tuple: TypeAlias = builtins.tuple[Any, ...]  # tl.tuple: a jit function's tuple argument
 
 TRITON_MAX_TENSOR_NUMEL: int
 
