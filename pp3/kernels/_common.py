@@ -32,6 +32,7 @@ KIND_F32 = tl.constexpr(0)
 KIND_F16 = tl.constexpr(1)
 KIND_BF16 = tl.constexpr(2)
 
+
 # §5 and §7: the tickets of a row (2^24, also as an fp64 factor: w * 2^24 is exact) and the ID of an empty slot.
 # A constant minus a tensor is written -x + C: Triton 3.9's interpreter gives C - x (a constexpr on the left) a result
 # wrapped in a constexpr, which its tl.store refuses; the compiled code is the same.
@@ -68,6 +69,18 @@ def _widen_bits(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
         sub = (man.to(tl.float32) * 5.9604644775390625e-08).to(tl.uint32, bitcast=True) | sign
         bits = tl.where(ex == 0, sub, tl.where(ex == 31, special, normal))
     return bits
+
+
+@triton.jit
+def _load_padded(ptr: tl.tensor, mask: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+    """Logit bits widened to fp32 bits (``_widen_bits``), the entries outside ``mask`` read as -inf."""
+    if KIND == KIND_F32:
+        neg_inf = -8388608  # 0xFF800000
+    elif KIND == KIND_BF16:
+        neg_inf = -128  # 0xFF80
+    else:
+        neg_inf = -1024  # 0xFC00
+    return _widen_bits(tl.load(ptr, mask=mask, other=neg_inf), KIND)
 
 
 @triton.jit
@@ -136,17 +149,19 @@ NAN_KEY = tl.constexpr(0xFFFFFFFF00000000)  # above the §4.1 key of every numbe
 
 
 @triton.jit
-def _best_key(bits: tl.tensor, gid: tl.tensor, in_row: tl.tensor) -> tl.tensor:
-    """The largest §4.1 key of a block's entries (``in_row``), every NaN above them all (``NAN_KEY``), as a uint64
-    scalar; 0 for a block without entries. With three reductions on 32-bit values instead of one on 64-bit keys:
-    the largest value m (an fp32 maximum is exact; -0.0 and +0.0 compare equal), the lowest ID whose value equals m,
-    and the largest magnitude (a NaN of either sign is one above +inf's)."""
-    x = tl.where(in_row, bits.to(tl.float32, bitcast=True), float("-inf"))
+def _best_key(bits: tl.tensor, first_id: tl.tensor, N: tl.constexpr) -> tl.tensor:
+    """The largest §4.1 key of a block of N entries with IDs first_id .. first_id + N - 1, every NaN above them all
+    (``NAN_KEY``), as a uint64 scalar. Entries past a row's end must read as -inf (``_load_padded``): their IDs
+    are above every real one, so they never win. With three reductions on 32-bit values instead of one on 64-bit
+    keys: the largest value m (an fp32 maximum is exact; -0.0 and +0.0 compare equal), the lowest index whose value
+    equals m, and the largest magnitude (a NaN of either sign is one above +inf's)."""
+    x = bits.to(tl.float32, bitcast=True)
     m = tl.max(x)
-    mag = tl.max(tl.where(in_row, bits & 0x7FFFFFFF, 0))
-    first = tl.min(tl.where(in_row & (x == m), gid.to(tl.uint64), 0xFFFFFFFF))
-    key = (_value_key(m.to(tl.uint32, bitcast=True)).to(tl.uint64) << 32) | (0xFFFFFFFF - first)
-    return tl.where(mag > 0x7F800000, NAN_KEY, tl.where(first == 0xFFFFFFFF, 0, key))
+    mag = tl.max(bits & 0x7FFFFFFF)
+    first = tl.min(tl.where(x == m, tl.arange(0, N), N))
+    gid = (first_id + first).to(tl.uint64)
+    key = (_value_key(m.to(tl.uint32, bitcast=True)).to(tl.uint64) << 32) | (0xFFFFFFFF - gid)
+    return tl.where(mag > 0x7F800000, NAN_KEY, key)
 
 
 @triton.jit

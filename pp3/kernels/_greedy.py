@@ -20,8 +20,8 @@ from pp3.kernels._common import (
     _best_key,
     _key_id,
     _last_of_row,
+    _load_padded,
     _pdl_prologue,
-    _widen_bits,
 )
 
 
@@ -50,9 +50,8 @@ def _greedy_kernel(
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
     offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
-    in_row = offs < v_shard
-    bits = _widen_bits(tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0), KIND)
-    best = _best_key(bits, id_offset + offs, in_row)  # the tile's largest key, every NaN above the rest
+    bits = _load_padded(x_ptr + b * stride_row + offs, offs < v_shard, KIND)
+    best = _best_key(bits, id_offset + t.to(tl.int64) * TILE, TILE)  # the tile's largest key, every NaN above
     tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
     if _last_of_row(cnt_ptr, b, n_tiles):
         ti = tl.arange(0, NT)

@@ -24,6 +24,7 @@ from pp3.kernels._common import (
     _flag_bits,
     _key_id,
     _key_index,
+    _load_padded,
     _order_key,
     _pdl_prologue,
     _tree,
@@ -503,9 +504,7 @@ def _segment_max_kernel(
     b = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     offs = s.to(tl.int64) * L + tl.arange(0, L)
-    in_row = offs < v
-    bits = _widen_bits(tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0), KIND)
-    best = _best_key(bits, offs, in_row)
+    best = _best_key(_load_padded(x_ptr + b * stride_row + offs, offs < v, KIND), s.to(tl.int64) * L, L)
     tl.atomic_max(bucket_ptr + b * NB + s % NB, best.to(tl.int64, bitcast=True) ^ SIGN64, sem="relaxed")
 
 
