@@ -82,10 +82,10 @@ def auto_tile(v: int) -> int:
 
 def segment_size(v: int) -> int:
     """The segment selector's entries per program for rows of ``v`` entries: the largest power of two in 32 .. 2048
-    that cuts the row into at least 64 segments (so the K-th largest of the buckets bounds the row tightly), 32 for
+    that cuts the row into at least 128 segments (many programs, and buckets that bound the row tightly), 32 for
     shorter rows."""
     s = 2048
-    while s > 32 and -(-v // s) < 64:
+    while s > 32 and -(-v // s) < 128:
         s //= 2
     return s
 
