@@ -29,7 +29,7 @@ from proptests.strategies import threshold_case  # noqa: E402
 pytestmark = pytest.mark.interpreter
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FIELDS = ("status", "token", "ids", "tickets")
-SEG = LaunchConfig(segment=32)  # 32-entry segments: many segments at interpreter sizes
+SEG = LaunchConfig(selector="segments", segment=32)  # 32-entry segments: many segments at interpreter sizes
 
 
 def _check(x: np.ndarray[Any, Any], temp: Any = 1.0, launch: LaunchConfig = SEG, what: str = "") -> None:
@@ -99,7 +99,7 @@ def test_calls_leave_the_buckets_and_counters_as_they_found_them() -> None:
     for _ in range(3):
         _check(x, what="repeat")
         _check(_gaussian(5, 700, 2), 0.0, what="T0 between")
-        _check(_gaussian(2, 4096, 3), 2.0, launch=LaunchConfig(), what="automatic segment")
+        _check(_gaussian(2, 4096, 3), 2.0, launch=LaunchConfig(selector="segments"), what="automatic segment")
 
 
 # ------------------------------------------------------------------------------------------------ planted bugs

@@ -184,7 +184,7 @@ def test_exact_options_are_passed_on_every_launch(monkeypatch: pytest.MonkeyPatc
     spies = {name: _Spy() for name in names}
     for name, spy in spies.items():
         monkeypatch.setattr(_select, name, spy)
-    for selector in ("tiles", "segments"):
+    for selector in ("tiles", "segments"):  # each forced: "auto" picks by the batch size
         propose(torch.zeros(2, 5000, device=DEVICE), 1.0, 1, 2, 3, launch=config.LaunchConfig(selector=selector))
         propose(torch.zeros(2, 300, device=DEVICE), 1.0, 1, 2, 3,
                 launch=config.LaunchConfig(warps=(4, 2), segment_warps=(2, 2, 1), pdl=False, selector=selector))
@@ -194,7 +194,7 @@ def test_exact_options_are_passed_on_every_launch(monkeypatch: pytest.MonkeyPatc
         for opts in spy.options:
             assert {k: opts[k] for k in config.EXACT} == config.EXACT, (name, opts)
     assert [o["num_warps"] for o in spies["_finalize_kernel"].options] == [8, 2]
-    assert [o["num_warps"] for o in spies["_segment_merge_kernel"].options] == [4, 1]
+    assert [o["num_warps"] for o in spies["_segment_merge_kernel"].options] == [8, 1]
 
 
 @pytest.mark.parametrize(

@@ -304,9 +304,10 @@ def bulk(
     """The >= 10^6-row GPU suite. Rows are defined by integer hashing of a per-row seed (``hashed_rows_torch``),
     built on the GPU, run through the kernels, copied once into shared memory, and checked by a process pool
     running the reference on slices of it. The first batch's rows are also compared bit for bit with the CPU's
-    ``hashed_rows``, so a failure can be replayed from the row seeds alone. The greedy selector runs on every batch
-    too and is checked on the rows whose reference outputs are a T0 row's (target temperature ±0, or failed by the
-    logits); ``greedy_only``: every row's temperature is ±0, so both kernels are checked on every row."""
+    ``hashed_rows``, so a failure can be replayed from the row seeds alone. Each batch runs through ``propose`` (the
+    segment selector at these batch sizes), the tile selector and the greedy selector; the greedy selector is checked
+    on the rows whose reference outputs are a T0 row's (target temperature ±0, or failed by the logits);
+    ``greedy_only``: every row's temperature is ±0, so every kernel is checked on every row."""
     from multiprocessing import shared_memory
 
     import torch
@@ -319,19 +320,20 @@ def bulk(
     rng = np.random.default_rng(20261130 + bulk_seed)  # distinct --bulk-seed values give disjoint-in-practice rows
     temp_pool = np.array([0.0, -0.0] if greedy_only else [1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0],
                          dtype=np.float32)
-    Pending = tuple[tuple[Proposal, Proposal], tuple[np.ndarray[Any, Any], ...], shared_memory.SharedMemory]
+    Pending = tuple[tuple[Proposal, Proposal, Proposal], tuple[np.ndarray[Any, Any], ...], shared_memory.SharedMemory]
     t0 = time.perf_counter()
     done = 0
     last_print = 0
 
     def settle(item: Pending, parts: list[Proposal]) -> None:
         nonlocal done, last_print
-        (got, got_greedy), keys, shm = item
+        (got, got_tiles, got_greedy), keys, shm = item
         ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in SELECTOR_FIELDS))
         row_seed, temp, seed, rnd, pos = keys
         t0_rows = np.flatnonzero((temp == 0) | np.isin(ref.status, (1, 2, 3)))  # a T0 row's outputs (§3, §7)
         ref_t0, got_t0 = (Proposal(*(getattr(p, f)[t0_rows] for f in SELECTOR_FIELDS)) for p in (ref, got_greedy))
         for suite, k, r_out, k_out, greedy in (("bulk", got.status.shape[0], ref, got, False),
+                                               ("bulk tiles", got.status.shape[0], ref, got_tiles, False),
                                                ("bulk greedy", t0_rows.size, ref_t0, got_t0, True)):
             mism = rows_per_field(k_out, r_out)
             table.add(suite, k, mism, 0.0)
@@ -367,13 +369,15 @@ def bulk(
             got = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
             out = kernels.greedy(x)
             got_greedy = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
+            out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4], launch=kernels.LaunchConfig(selector="tiles"))
+            got_tiles = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
             shm = pipe.buffer()  # settles the batch that last used it
             torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
             tasks = [
                 (_bulk_reference, ((shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:])),))
                 for r in range(0, n, chunk)
             ]
-            pipe.submit(((got, got_greedy), keys, shm), tasks)
+            pipe.submit(((got, got_tiles, got_greedy), keys, shm), tasks)
     table.rows["bulk"]["time_s"] = time.perf_counter() - t0
 
 

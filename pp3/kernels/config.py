@@ -31,6 +31,7 @@ SECOND_CANDIDATE_TILES = 45
 # The segment selector (``propose`` on one tensor, _select.py): buckets of segment maxima per row, survivor slots per
 # row, and the chunk and compaction slots of its fallback scan.
 SEGMENT_BUCKETS = 64
+SEGMENT_MIN_ROWS = 4  # "auto": the segment selector from B = 4 on (bench/NOTES.md, "Selector, second design")
 SEGMENT_CAP = 128
 SCAN_CHUNK = 1024
 SCAN_CAP = 128
@@ -44,15 +45,16 @@ class LaunchConfig:
 
     ``warps``: warps per program of the tile selector's launch 1 and launch 2 (tuned on the H200, bench/NOTES.md; the
     greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A, B
-    and C. ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments" (the default), or "tiles" (the
-    two launches of ``tile_candidates`` and ``finalize``, which every sharded call runs). ``pdl``: programmatic
+    and C. ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments", "tiles" (the two launches of
+    ``tile_candidates`` and ``finalize``, which every sharded call runs), or "auto" (the default: the segment selector
+    from SEGMENT_MIN_ROWS rows on, where it was measured faster, the tile selector below). ``pdl``: programmatic
     dependent launch where the device has it (CUDA, compute capability >= 9; never in the interpreter): ``True``
     always there, ``False`` never, ``None`` (the default) unless the environment sets PP3_PDL=0 (``use_pdl``)."""
 
     warps: tuple[int, int] = (8, 8)
     pdl: bool | None = None
-    segment_warps: tuple[int, int, int] = (4, 2, 4)
-    selector: str = "segments"
+    segment_warps: tuple[int, int, int] = (4, 1, 8)
+    selector: str = "auto"
     segment: int | None = None  # the segment selector's entries per program (None: segment_size; a power of two)
 
     def __post_init__(self) -> None:
@@ -61,8 +63,8 @@ class LaunchConfig:
                 raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
         if self.pdl not in (None, True, False):
             raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
-        if self.selector not in ("segments", "tiles"):
-            raise ValueError(f"selector: expected 'segments' or 'tiles', got {self.selector!r}")
+        if self.selector not in ("auto", "segments", "tiles"):
+            raise ValueError(f"selector: expected 'auto', 'segments' or 'tiles', got {self.selector!r}")
         s = self.segment
         if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 32 or s > 1 << 16 or s & (s - 1)):
             raise ValueError(f"segment: expected None or a power of two in 32 .. 65536, got {s!r}")

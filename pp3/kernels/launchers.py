@@ -36,6 +36,7 @@ from pp3.kernels.config import (
     SCAN_CHUNK,
     SEGMENT_BUCKETS,
     SEGMENT_CAP,
+    SEGMENT_MIN_ROWS,
     VERIFY_WARPS,
     LaunchConfig,
     segment_size,
@@ -174,8 +175,9 @@ def propose(
     xs: Sequence[torch.Tensor], tile: int, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal
 ) -> Proposal:
     """The selector over contiguous shards of one batch (in ID order) whose tiles fit launch 2, into ``out``: the
-    segment selector on one shard (unless ``launch.selector`` is "tiles"), else both launches of the tile selector."""
-    if len(xs) == 1 and launch.selector == "segments":
+    segment selector on one shard (as ``launch.selector`` says), else both launches of the tile selector."""
+    segment = launch.selector == "segments" or (launch.selector == "auto" and xs[0].shape[0] >= SEGMENT_MIN_ROWS)
+    if len(xs) == 1 and segment:
         return segments(xs[0], keys, tau, launch, out)
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     cands = new_candidates(xs[0].shape[0], sum(n), xs[0].device)

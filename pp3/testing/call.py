@@ -251,8 +251,8 @@ class Call:
             return out
         args = (*self.kernel_row_args(dev), self.tau)
         if not self.cuts:
-            launch = kernels.LaunchConfig(selector="tiles", segment=None) if self.kernel == "tiles" else (
-                kernels.LaunchConfig(segment=self.tile))  # the segment selector takes the call's tile as its segment
+            launch = kernels.LaunchConfig(selector="tiles") if self.kernel == "tiles" else (
+                kernels.LaunchConfig(selector="segments", segment=self.tile))  # the call's tile: the segment
             out = to_numpy(kernels.propose(x, *args, tile=self.tile, launch=launch))
             return out
         parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
