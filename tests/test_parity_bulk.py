@@ -25,12 +25,12 @@ from pp3.audit import accept_bulk, parity, suites  # noqa: E402
 
 
 def _reference_kernel(flip_row: int | None) -> Any:
-    def propose(x: Tensor, temp: Tensor, seed: Any, rnd: Any, pos: Any) -> Any:
+    def propose(x: Tensor, temp: Tensor, seed: Any, rnd: Any, pos: Any, launch: Any = None) -> Any:
         u64 = [t.numpy().view(np.uint64) for t in (seed, rnd, pos)]
         out = ref.propose(x.numpy(), temp.numpy(), *u64)
         token = out.token.copy()
-        if flip_row is not None:
-            token[flip_row] ^= 1  # the planted bug: one row's token is off
+        if flip_row is not None and launch is None:
+            token[flip_row] ^= 1  # the planted bug: one row's token is off (propose's default path only)
         return types.SimpleNamespace(
             status=torch.from_numpy(out.status),
             token=torch.from_numpy(token),
@@ -41,11 +41,18 @@ def _reference_kernel(flip_row: int | None) -> Any:
     return propose
 
 
+def _reference_greedy(x: Tensor) -> Any:
+    """The greedy selector as the reference's T0 rows."""
+    keys = torch.zeros(x.shape[0], dtype=torch.int64)
+    return _reference_kernel(None)(x, torch.zeros(x.shape[0]), keys, keys, keys)
+
+
 @pytest.mark.parametrize("flip_row", [None, 5])
 def test_bulk_counts_rows_and_catches_a_wrong_token(
     flip_row: int | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(pp3.kernels, "propose", _reference_kernel(flip_row))
+    monkeypatch.setattr(pp3.kernels, "greedy", _reference_greedy)
     table = parity.Table()
     failures = parity.Failures(tmp_path)
     parity.bulk(table, 24, 300, 16, failures, torch.device("cpu"), bulk_seed=3)
@@ -54,6 +61,7 @@ def test_bulk_counts_rows_and_catches_a_wrong_token(
         assert table.mismatches() == 0 and failures.first is None
     else:
         assert table.rows["bulk"]["token"] == 2 and table.mismatches() == 2  # row 5 of each of the 2 batches
+        assert table.rows["bulk tiles"]["token"] == 0 and table.rows["bulk greedy"]["token"] == 0
         assert failures.first is not None and failures.first.exists()
         dumped = np.load(failures.first)
         assert dumped["bits"].shape == (16, 300)
