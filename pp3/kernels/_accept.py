@@ -12,13 +12,12 @@ from triton.language.random import philox_impl
 
 from pp3.kernels._common import (
     EMPTY_ID,
-    KIND_BF16,
-    KIND_F32,
     OKEY_NEG_INF,
     OKEY_POS_INF,
     TICKETS,
     _expf,
     _last_of_row,
+    _load_padded,
     _masked_by,
     _tree,
     _value_key,
@@ -190,13 +189,9 @@ def _verify_tiles_kernel(
     t = (pid % n_tiles).to(tl.int32)
     row = x_ptr + (r // (D + 1)) * stride_b + (r % (D + 1)) * stride_j
     offs = t * TILE + tl.arange(0, TILE)
-    if KIND == KIND_F32:
-        neg_inf = -8388608  # 0xFF800000
-    elif KIND == KIND_BF16:
-        neg_inf = -128  # 0xFF80
-    else:
-        neg_inf = -1024  # 0xFC00
-    bits = _widen_bits(tl.load(row + offs, mask=offs < v, other=neg_inf), KIND)
+    # The entries past the row are masked in registers, not by the load's padding alone: on the H200, fp16 and bf16
+    # rows whose end falls inside a tile (V = 32000) were classed NaN with the padding alone (records/2026-12-01g).
+    bits = tl.where(offs < v, _load_padded(row + offs, offs < v, KIND), 0xFF800000)
     okey = _value_key(bits)
     best = tl.max(okey)
     tl.store(okey_ptr + pid, best.to(tl.int32, bitcast=True))
