@@ -101,12 +101,12 @@ def test_subnormal_half_precision_logits() -> None:
 
 
 @triton.jit
-def _highest_id(bits: tl.tensor, first_id: tl.tensor, in_row: tl.tensor, N: tl.constexpr) -> tl.tensor:
+def _highest_id(bits: tl.tensor, first_id: tl.tensor, N: tl.constexpr) -> tl.tensor:
     """A planted bug: ``_common._best_key`` with the highest ID among the equal maxima, not the lowest."""
-    x = tl.where(in_row, bits.to(tl.float32, bitcast=True), float("-inf"))
+    x = bits.to(tl.float32, bitcast=True)
     m = tl.max(x)
-    nan = tl.max(tl.where(in_row, bits & 0x7FFFFFFF, 0)) > 0x7F800000
-    last = tl.max(tl.where(in_row & (x == m), tl.arange(0, N), 0))
+    nan = tl.max(bits & 0x7FFFFFFF) > 0x7F800000
+    last = tl.max(tl.where(x == m, tl.arange(0, N), 0))
     key = (_value_key(m.to(tl.uint32, bitcast=True)).to(tl.uint64) << 32) | (0xFFFFFFFF - (first_id + last))
     return tl.where(nan, 0xFFFFFFFF00000000, key)
 

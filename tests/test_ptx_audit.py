@@ -110,3 +110,4 @@ def test_the_digests_ignore_debug_lines() -> None:
     moved = ptx.replace("149", "150")
     assert code_digest(ptx) == code_digest(moved)
     assert code_digest(ptx) != code_digest(ptx.replace("%r2", "%r3"))
+

@@ -3,7 +3,7 @@
     python -m pp3.audit.ptx [--default-options | --launched] [--digests] [--sass]
 
 Forbidden in PTX: approximate division/reciprocal/exp (``div.full``, ``.approx``), flush-to-zero (``.ftz``), fused
-multiply-add (``fma.``/float ``mad.``), and float add/sub/mul without an explicit ``.rn`` (ptxas may contract those;
+multiply-add (``fma.``/float ``mad.``), float add/sub/mul without an explicit ``.rn`` (ptxas may contract those;
 ``.rn``-qualified ones it never fuses). The audit finds its kernels by itself:
 
 1. **Discovery:** every ``@triton.jit`` function defined in a module of ``pp3.kernels``.
@@ -211,8 +211,8 @@ def exercise(device: torch.device) -> None:
     for dt in (torch.float32, torch.float16, torch.bfloat16):
         for v in (100, 5000, 163840):
             x = torch.randn(2, v, device=device, generator=g).to(dt)
-            p = select.propose(x, temp, 1, 2, 3)
-            select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector="tiles"))
+            p = select.propose(x, temp, 1, 2, 3)  # "auto": the tile selector at 2 rows
+            select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector="segments"))
             select.greedy(x)
             select.finalize(select.tile_candidates(x, tile=32 if v == 100 else None), temp, 1, 2, 3, vocab_size=v)
         select.propose_sharded([x[:, :1000], x[:, 1000:]], temp, 1, 2, 3, tile=4096)

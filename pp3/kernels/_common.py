@@ -73,14 +73,13 @@ def _widen_bits(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
 
 @triton.jit
 def _load_padded(ptr: tl.tensor, mask: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
-    """Logit bits widened to fp32 bits (``_widen_bits``), the entries outside ``mask`` read as -inf."""
-    if KIND == KIND_F32:
-        neg_inf = -8388608  # 0xFF800000
-    elif KIND == KIND_BF16:
-        neg_inf = -128  # 0xFF80
-    else:
-        neg_inf = -1024  # 0xFC00
-    return _widen_bits(tl.load(ptr, mask=mask, other=neg_inf), KIND)
+    """Logit bits widened to fp32 bits (``_widen_bits``), the entries outside ``mask`` read as -inf (0xFF800000).
+
+    The -inf is selected in registers after the load, which pads with 0: Triton 3.6 to 3.8 pack a negative 16-bit
+    ``other`` of a vectorised load into 32-bit registers sign-extended (``mov.u32 %r, 0xfffffffffffffc00``), so every
+    second padded fp16/bf16 entry read 0xFFFF, a NaN (the H200 showed it, records/2026-12-01g; Triton 3.9 packs
+    0xfc00fc00). ``pp3.audit.ptx`` fails any kernel with such a move."""
+    return tl.where(mask, _widen_bits(tl.load(ptr, mask=mask, other=0), KIND), 0xFF800000)
 
 
 @triton.jit
@@ -149,17 +148,16 @@ NAN_KEY = tl.constexpr(0xFFFFFFFF00000000)  # above the §4.1 key of every numbe
 
 
 @triton.jit
-def _best_key(bits: tl.tensor, first_id: tl.tensor, in_row: tl.tensor, N: tl.constexpr) -> tl.tensor:
-    """The largest §4.1 key of a block of N entries with IDs first_id .. first_id + N - 1 (those ``in_row``), every
-    NaN above them all (``NAN_KEY``), as a uint64 scalar. With three reductions on 32-bit values instead of one on
-    64-bit keys: the largest value m (an fp32 maximum is exact; -0.0 and +0.0 compare equal), the lowest index whose
-    value equals m, and the largest magnitude (a NaN of either sign is one above +inf's). The entries past the row
-    are masked here, not only at their load: on the H200, fp16 and bf16 rows whose end falls inside a block came out
-    NaN with the load's padding alone (2026-12-01, records/2026-12-01g)."""
-    x = tl.where(in_row, bits.to(tl.float32, bitcast=True), float("-inf"))
+def _best_key(bits: tl.tensor, first_id: tl.tensor, N: tl.constexpr) -> tl.tensor:
+    """The largest §4.1 key of a block of N entries with IDs first_id .. first_id + N - 1, every NaN above them all
+    (``NAN_KEY``), as a uint64 scalar. Entries past a row's end must read as -inf (``_load_padded``): their IDs are
+    above every real one, so they never win. With three reductions on 32-bit values instead of one on 64-bit keys:
+    the largest value m (an fp32 maximum is exact; -0.0 and +0.0 compare equal), the lowest index whose value equals
+    m, and the largest magnitude (a NaN of either sign is one above +inf's)."""
+    x = bits.to(tl.float32, bitcast=True)
     m = tl.max(x)
-    mag = tl.max(tl.where(in_row, bits & 0x7FFFFFFF, 0))
-    first = tl.min(tl.where(in_row & (x == m), tl.arange(0, N), N))
+    mag = tl.max(bits & 0x7FFFFFFF)
+    first = tl.min(tl.where(x == m, tl.arange(0, N), N))
     gid = (first_id + first).to(tl.uint64)
     key = (_value_key(m.to(tl.uint32, bitcast=True)).to(tl.uint64) << 32) | (0xFFFFFFFF - gid)
     return tl.where(mag > 0x7F800000, NAN_KEY, key)

@@ -51,7 +51,7 @@ def _greedy_kernel(
     t = tl.program_id(1)
     offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
     bits = _load_padded(x_ptr + b * stride_row + offs, offs < v_shard, KIND)
-    best = _best_key(bits, id_offset + t.to(tl.int64) * TILE, offs < v_shard, TILE)  # every NaN above the rest
+    best = _best_key(bits, id_offset + t.to(tl.int64) * TILE, TILE)  # every NaN above the rest
     tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
     if _last_of_row(cnt_ptr, b, n_tiles):
         ti = tl.arange(0, NT)

@@ -504,7 +504,7 @@ def _segment_max_kernel(
     b = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     offs = s.to(tl.int64) * L + tl.arange(0, L)
-    best = _best_key(_load_padded(x_ptr + b * stride_row + offs, offs < v, KIND), s.to(tl.int64) * L, offs < v, L)
+    best = _best_key(_load_padded(x_ptr + b * stride_row + offs, offs < v, KIND), s.to(tl.int64) * L, L)
     tl.atomic_max(bucket_ptr + b * NB + s % NB, best.to(tl.int64, bitcast=True) ^ SIGN64, sem="relaxed")
 
 
