@@ -2,10 +2,13 @@
 
 Each operator is the launcher of the same name in ``pp3.kernels`` (same checks, same kernels, same bits), registered
 with ``torch.library.custom_op`` and a fake implementation, so ``torch.compile(fullgraph=True)`` treats it as one
-opaque node whose output shapes and dtypes it knows without running it (the launchers' host-side checks, which use
-NumPy, never run under tracing). Per-row keys are tensors here (int64 tensors of uint64 bits; fp32 temperatures),
-so a compiled or captured step makes no host-to-device copy; the launchers read no device memory on the host, so
-no operator synchronises.
+opaque node whose output shapes and dtypes it knows without running it. A fake implementation runs the checks of
+its launcher (``pp3.kernels.select.propose_args`` and the like: dtypes, shapes, devices, and which outputs share
+memory, all read from the tensors' metadata, so they hold for fake and meta tensors too), then returns what the
+launcher would allocate: a call the launcher refuses raises the same exception under tracing, and a call with a
+tensor on ``meta`` (which the dispatcher sends to the fake implementation) is refused as the launcher refuses it.
+Per-row keys are tensors here (int64 tensors of uint64 bits; fp32 temperatures), so a compiled or captured step
+makes no host-to-device copy; the launchers read no device memory on the host, so no operator synchronises.
 
 Operators (``Tensor`` outputs in the order of the ``Proposal`` / ``Candidates`` / ``Verdict`` fields):
 
@@ -28,23 +31,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from pp3.kernels import accept, buffers, config, select
-from pp3.reference._constants import DEFAULT_TAU, K
+from pp3.kernels import accept, buffers, select
+from pp3.kernels.config import DEFAULT_LAUNCH
+from pp3.reference._constants import DEFAULT_TAU
 
 __all__ = ["finalize", "greedy", "greedy_out", "propose", "propose_out", "tile_candidates", "verify", "verify_out"]
 
 
-def _proposal_like(b: int, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The selector's outputs for ``b`` rows, as its launchers allocate them (fake tensors under tracing)."""
-    p = buffers.new_proposal(b, like.device)
+def _fields(p: buffers.Proposal) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return p.status, p.token, p.ids, p.tickets
 
 
-def _rows(name: str, x: Tensor, dims: int) -> int:
-    """The batch size of a fake call (shapes only; the real call checks everything else)."""
-    if x.dim() != dims:
-        raise ValueError(f"{name}: expected {dims} dimensions, got shape {tuple(x.shape)}")
-    return int(x.shape[0])
+def _out(status: Tensor, token: Tensor, ids: Tensor, tickets: Tensor) -> buffers.Proposal:
+    return buffers.Proposal(status=status, token=token, ids=ids, tickets=tickets)
 
 
 # ------------------------------------------------------------------------------------------------------ selector
@@ -60,14 +59,15 @@ def propose(
     tau: float = DEFAULT_TAU,
     tile: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    p = select.propose(logits, target_temperature, seed, round, position, tau, tile=tile)
-    return p.status, p.token, p.ids, p.tickets
+    return _fields(select.propose(logits, target_temperature, seed, round, position, tau, tile=tile))
 
 
 @propose.register_fake
 def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor,
       tau: float = DEFAULT_TAU, tile: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _proposal_like(_rows("logits", logits, 2), logits)
+    args = select.propose_args([logits], target_temperature, seed, round, position, tau, tile, DEFAULT_LAUNCH, None,
+                               "logits")
+    return _fields(args[-1])
 
 
 @torch.library.custom_op("pp3::propose_out", mutates_args=("status", "token", "ids", "tickets"))
@@ -84,36 +84,36 @@ def propose_out(
     tau: float = DEFAULT_TAU,
     tile: int | None = None,
 ) -> None:
-    out = select.Proposal(status=status, token=token, ids=ids, tickets=tickets)
-    select.propose(logits, target_temperature, seed, round, position, tau, tile=tile, out=out)
+    select.propose(logits, target_temperature, seed, round, position, tau, tile=tile,
+                   out=_out(status, token, ids, tickets))
 
 
 @propose_out.register_fake
 def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor, status: Tensor,
       token: Tensor, ids: Tensor, tickets: Tensor, tau: float = DEFAULT_TAU, tile: int | None = None) -> None:
-    _rows("logits", logits, 2)
+    select.propose_args([logits], target_temperature, seed, round, position, tau, tile, DEFAULT_LAUNCH,
+                        _out(status, token, ids, tickets), "logits")
 
 
 @torch.library.custom_op("pp3::greedy", mutates_args=())
 def greedy(logits: Tensor, tile: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    p = select.greedy(logits, tile=tile)
-    return p.status, p.token, p.ids, p.tickets
+    return _fields(select.greedy(logits, tile=tile))
 
 
 @greedy.register_fake
 def _(logits: Tensor, tile: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _proposal_like(_rows("logits", logits, 2), logits)
+    return _fields(select.greedy_args([logits], tile, DEFAULT_LAUNCH, None, "logits")[-1])
 
 
 @torch.library.custom_op("pp3::greedy_out", mutates_args=("status", "token", "ids", "tickets"))
 def greedy_out(logits: Tensor, status: Tensor, token: Tensor, ids: Tensor, tickets: Tensor,
                tile: int | None = None) -> None:
-    select.greedy(logits, tile=tile, out=select.Proposal(status=status, token=token, ids=ids, tickets=tickets))
+    select.greedy(logits, tile=tile, out=_out(status, token, ids, tickets))
 
 
 @greedy_out.register_fake
 def _(logits: Tensor, status: Tensor, token: Tensor, ids: Tensor, tickets: Tensor, tile: int | None = None) -> None:
-    _rows("logits", logits, 2)
+    select.greedy_args([logits], tile, DEFAULT_LAUNCH, _out(status, token, ids, tickets), "logits")
 
 
 @torch.library.custom_op("pp3::tile_candidates", mutates_args=())
@@ -124,11 +124,8 @@ def tile_candidates(logits: Tensor, id_offset: int = 0, tile: int | None = None)
 
 @tile_candidates.register_fake
 def _(logits: Tensor, id_offset: int = 0, tile: int | None = None) -> tuple[Tensor, Tensor]:
-    b = _rows("logits", logits, 2)
-    v = int(logits.shape[1])
-    t = config.auto_tile(v) if tile is None else tile
-    n_tiles = -(-v // t)
-    return logits.new_empty((b, n_tiles, K), dtype=torch.int64), logits.new_empty((b, n_tiles), dtype=torch.int32)
+    c = select.tile_candidates_args(logits, id_offset, tile, None, 0, DEFAULT_LAUNCH)[3]
+    return c.keys, c.flags
 
 
 @torch.library.custom_op("pp3::finalize", mutates_args=())
@@ -142,17 +139,17 @@ def finalize(
     vocab_size: int,
     tau: float = DEFAULT_TAU,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    p = select.finalize(
-        select.Candidates(keys=keys, flags=flags), target_temperature, seed, round, position, tau,
-        vocab_size=vocab_size,
-    )
-    return p.status, p.token, p.ids, p.tickets
+    cands = buffers.Candidates(keys=keys, flags=flags)
+    return _fields(select.finalize(cands, target_temperature, seed, round, position, tau, vocab_size=vocab_size))
 
 
 @finalize.register_fake
 def _(keys: Tensor, flags: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor,
       vocab_size: int, tau: float = DEFAULT_TAU) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _proposal_like(_rows("keys", keys, 3), keys)
+    cands = buffers.Candidates(keys=keys, flags=flags)
+    args = select.finalize_args(cands, target_temperature, seed, round, position, tau, vocab_size, DEFAULT_LAUNCH,
+                                None)
+    return _fields(args[4])
 
 
 # ------------------------------------------------------------------------------------------------------ verifier
@@ -180,8 +177,8 @@ def verify(
 def _(target_logits: Tensor, target_temperature: Tensor, draft_tokens: Tensor, draft_status: Tensor,
       draft_ids: Tensor, draft_tickets: Tensor, seed: Tensor, round: Tensor, position: Tensor,
       tile: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    v = buffers.new_verdict(_rows("target_logits", target_logits, 3), int(target_logits.shape[1]),
-                            target_logits.device)
+    v = accept.verify_args(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets,
+                           seed, round, position, tile, None)[-1]
     return v.status, v.accepted, v.tokens
 
 
@@ -210,4 +207,6 @@ def verify_out(
 def _(target_logits: Tensor, target_temperature: Tensor, draft_tokens: Tensor, draft_status: Tensor,
       draft_ids: Tensor, draft_tickets: Tensor, seed: Tensor, round: Tensor, position: Tensor, status: Tensor,
       accepted: Tensor, tokens: Tensor, tile: int | None = None) -> None:
-    _rows("target_logits", target_logits, 3)
+    out = accept.Verdict(status=status, accepted=accepted, tokens=tokens)
+    accept.verify_args(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets, seed,
+                       round, position, tile, out)

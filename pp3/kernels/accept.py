@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from pp3.kernels import checks, launchers
-from pp3.kernels.buffers import Verdict
+from pp3.kernels.buffers import RowKeys, Verdict
 from pp3.reference._constants import K
 
 __all__ = ["Verdict", "remainder_bound", "uniform_below", "verify"]
@@ -37,20 +37,43 @@ def verify(
     ``target_logits`` [B, D+1, V] fp32/fp16/bf16; drafts as ``pp3.drafter.Draft`` holds them (int32 tokens, int8
     statuses, int32 slots); ``seed``/``round``/``position`` int64 tensors of uint64 bits (or ints / sequences).
     Seven launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
-    caller-owned output buffers (a ``Verdict`` of contiguous tensors), written in place.
+    caller-owned output buffers (a ``Verdict`` of contiguous tensors that share no memory with each other or with an
+    input), written in place.
     """
+    return launchers.verify(*verify_args(target_logits, target_temperature, draft_tokens, draft_status, draft_ids,
+                                         draft_tickets, seed, round, position, tile, out))
+
+
+def verify_args(
+    target_logits: Any,
+    target_temperature: Any,
+    draft_tokens: Any,
+    draft_status: Any,
+    draft_ids: Any,
+    draft_tickets: Any,
+    seed: Any,
+    round: Any,
+    position: Any,
+    tile: Any,
+    out: Any,
+) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, RowKeys, int, Verdict]:
+    """The arguments of ``verify``, checked, as ``launchers.verify`` takes them (the custom operators' fake
+    implementations check through it too)."""
     x = checks.logits("target_logits", target_logits, dims=3)
     b, d1, v = x.shape
     d = d1 - 1
     dev = x.device
     t = checks.verify_tile(tile, v, b * d1)
-    tok = checks.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)
-    dst = checks.tensor("draft_status", draft_status, torch.int8, (b, d), dev)
-    ids = checks.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)
-    tix = checks.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)
+    drafts = [
+        ("draft_tokens", checks.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)),
+        ("draft_status", checks.tensor("draft_status", draft_status, torch.int8, (b, d), dev)),
+        ("draft_ids", checks.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)),
+        ("draft_tickets", checks.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)),
+    ]
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = checks.verdict_out(out, b, d1, dev)
-    return launchers.verify(x, t, tok, dst, ids, tix, keys, remainder_bound(v), dest)
+    dest = checks.verdict_out(out, b, d1, dev, [("target_logits", x), *drafts, *keys.named()])
+    tok, dst, ids, tix = (a for _, a in drafts)
+    return x, t, tok, dst, ids, tix, keys, remainder_bound(v), dest
 
 
 def remainder_bound(v: int) -> int:

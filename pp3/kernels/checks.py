@@ -34,13 +34,7 @@ def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False) -> to
         raise TypeError(f"{name}: expected float32, float16 or bfloat16, got {x.dtype}")
     if x.layout != torch.strided:
         raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {x.layout}")
-    if not (x.device.type == "cuda" or (x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")):
-        raise ValueError(
-            f"{name}: on {x.device}; the Triton kernels run on a CUDA GPU, or on the CPU through Triton's interpreter "
-            "with TRITON_INTERPRET=1 set before triton is imported"
-        )
-    if x.device.type == "cpu":
-        _interpreter_runs()
+    runs_on(name, x.device)
     shape = "[B, V]" if dims == 2 else "[B, D+1, V]"
     if x.dim() != dims:
         raise ValueError(f"{name}: expected shape {shape}, got {tuple(x.shape)}")
@@ -50,6 +44,17 @@ def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False) -> to
     if x.shape[-1] > MAX_VOCAB:
         raise ValueError(f"{name}: V = {x.shape[-1]} exceeds the maximum vocabulary 2^31 - 1")
     return x if x.shape[-1] == 0 or x.stride(-1) == 1 else x.contiguous()
+
+
+def runs_on(name: str, device: torch.device) -> None:
+    """``device`` is one the kernels run on: a CUDA GPU, or the CPU under Triton's interpreter."""
+    if not (device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")):
+        raise ValueError(
+            f"{name}: on {device}; the Triton kernels run on a CUDA GPU, or on the CPU through Triton's interpreter "
+            "with TRITON_INTERPRET=1 set before triton is imported"
+        )
+    if device.type == "cpu":
+        _interpreter_runs()
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -112,10 +117,47 @@ def tensor(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device
     return t.contiguous()  # type: ignore[no-any-return]
 
 
-def outputs(cls: Any, out: Any, spec: buffers.Spec, device: torch.device) -> Any:
+Named = Sequence[tuple[str, torch.Tensor]]  # (argument name, tensor)
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int | torch.SymInt, int | torch.SymInt]:
+    """The bytes ``lo .. hi - 1`` of its storage that ``t`` can reach: from its lowest to its highest element."""
+    lo = hi = t.storage_offset()
+    for n, s in zip(t.shape, t.stride(), strict=True):
+        if s > 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    return lo * t.element_size(), (hi + 1) * t.element_size()
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+        return False
+    if a.untyped_storage()._cdata != b.untyped_storage()._cdata:  # the storage itself, also of fake and meta tensors
+        return False
+    (alo, ahi), (blo, bhi) = _byte_range(a), _byte_range(b)
+    return alo < bhi and blo < ahi
+
+
+def disjoint(writes: Named, reads: Named) -> None:
+    """No tensor of ``writes`` (what a launch writes) shares memory with another of them or with one of ``reads``
+    (what it reads; those may share memory with each other). Two tensors share memory when they view one storage
+    and their byte ranges (from the lowest to the highest byte their shapes and strides reach) intersect, so a
+    strided view counts with its whole range. Only shapes, strides, storage offsets and storage identities are
+    read, so fake and meta tensors are checked as real ones are."""
+    for i, (name, t) in enumerate(writes):
+        for other, u in [*writes[:i], *reads]:
+            if _overlap(t, u):
+                raise ValueError(f"{name}: shares memory with {other} (an output may share none with another "
+                                 "output or an input)")
+
+
+def outputs(cls: Any, out: Any, spec: buffers.Spec, device: torch.device, reads: Named) -> Any:
     """A launcher's outputs: the caller-owned ``out`` (an instance of the dataclass ``cls``, every field exactly as
-    ``spec`` says, on ``device`` and contiguous: the kernels write it in place, so it cannot be copied into shape;
-    buffers that overlap each other are the caller's error), or new tensors when ``out`` is None."""
+    ``spec`` says, on ``device``, contiguous, and sharing no memory with another field or with ``reads``, the
+    launch's inputs: the kernels write it in place, so it cannot be copied into shape), or new tensors when ``out``
+    is None."""
     if out is None:
         return buffers.new(cls, spec, device)
     if not isinstance(out, cls):
@@ -125,18 +167,21 @@ def outputs(cls: Any, out: Any, spec: buffers.Spec, device: torch.device) -> Any
         _exact(f"out.{field}", t, dtype, shape, device, "inputs")
         if not t.is_contiguous():
             raise ValueError(f"out.{field}: must be contiguous (the kernels write it in place)")
+    disjoint([(f"out.{field}", getattr(out, field)) for field in spec], reads)
     return out
 
 
-def proposal_out(out: Any, b: int, device: torch.device) -> Proposal:
-    """The selector's outputs: the caller's ``out`` (a ``Proposal``), checked, or new buffers (``None``)."""
-    result: Proposal = outputs(Proposal, out, buffers.proposal_spec(b), device)
+def proposal_out(out: Any, b: int, device: torch.device, reads: Named) -> Proposal:
+    """The selector's outputs: the caller's ``out`` (a ``Proposal``), checked against the launch's inputs ``reads``,
+    or new buffers (``None``)."""
+    result: Proposal = outputs(Proposal, out, buffers.proposal_spec(b), device, reads)
     return result
 
 
-def verdict_out(out: Any, b: int, d1: int, device: torch.device) -> Verdict:
-    """The verifier's outputs: the caller's ``out`` (a ``Verdict``), checked, or new buffers (``None``)."""
-    result: Verdict = outputs(Verdict, out, buffers.verdict_spec(b, d1), device)
+def verdict_out(out: Any, b: int, d1: int, device: torch.device, reads: Named) -> Verdict:
+    """The verifier's outputs: the caller's ``out`` (a ``Verdict``), checked against the launch's inputs ``reads``,
+    or new buffers (``None``)."""
+    result: Verdict = outputs(Verdict, out, buffers.verdict_spec(b, d1), device, reads)
     return result
 
 
@@ -238,11 +283,12 @@ def verify_tile(value: Any, v: int, rows: int) -> int:
 
 
 def candidates_out(
-    out: Any, b: int, n_tiles: int, tile_base: Any, device: torch.device, what: str
+    out: Any, b: int, n_tiles: int, tile_base: Any, device: torch.device, what: str, reads: Named
 ) -> tuple[Candidates, int]:
     """Where launch 1 writes the ``n_tiles`` tiles of a [``b``, V] shard (``what``: its tiling, for the message): the
-    caller's ``out`` buffers from tile ``tile_base`` on, checked, or new buffers (``None``; ``tile_base`` must then
-    be 0). Returns them and the base."""
+    caller's ``out`` buffers from tile ``tile_base`` on, checked (keys and flags sharing no memory with each other or
+    with ``reads``, the launch's inputs), or new buffers (``None``; ``tile_base`` must then be 0). Returns them and
+    the base."""
     if out is None:
         tiles_fit(n_tiles, what)
         if tile_base != 0:
@@ -251,12 +297,17 @@ def candidates_out(
     if not isinstance(out, Candidates):
         raise TypeError(f"out: expected a pp3.kernels.Candidates, got {type(out).__name__}")
     total = out.flags.shape[1] if out.flags.dim() == 2 else 0
-    if out.keys.shape != (b, total, K) or out.flags.shape != (b, total) or out.keys.device != device:
-        raise ValueError(f"out: expected keys [{b}, T, {K}] and flags [{b}, T] on {device}")
+    if out.keys.shape != (b, total, K) or out.flags.shape != (b, total):
+        raise ValueError(f"out: expected keys [{b}, T, {K}] and flags [{b}, T], got {tuple(out.keys.shape)} and "
+                         f"{tuple(out.flags.shape)}")
+    for field in ("keys", "flags"):
+        if getattr(out, field).device != device:
+            raise ValueError(f"out.{field}: on {getattr(out, field).device}, but the inputs are on {device}")
     if out.keys.dtype != torch.int64 or out.flags.dtype != torch.int32:
         raise TypeError(f"out: expected int64 keys and int32 flags, got {out.keys.dtype} and {out.flags.dtype}")
     if not (out.keys.is_contiguous() and out.flags.is_contiguous()):
         raise ValueError("out: keys and flags must be contiguous (the kernel indexes them densely)")
+    disjoint([("out.keys", out.keys), ("out.flags", out.flags)], reads)
     base = integer("tile_base", tile_base, 0, max(0, total - n_tiles))
     if base + n_tiles > total:
         raise ValueError(f"tile_base: {base} + {n_tiles} tiles do not fit the {total} tiles of out")
@@ -270,10 +321,17 @@ def candidates(cands: Any, vocab_size: Any) -> tuple[Candidates, int]:
     if not isinstance(cands, Candidates):
         raise TypeError(f"cands: expected a pp3.kernels.Candidates, got {type(cands).__name__}")
     keys, flags = cands.keys, cands.flags
+    for field, t in (("keys", keys), ("flags", flags)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"cands.{field}: expected a torch.Tensor, got {type(t).__name__}")
     if keys.dim() != 3 or keys.shape[2] != K or flags.shape != keys.shape[:2]:
-        raise ValueError(f"cands: expected keys [B, T, {K}] and flags [B, T], got {tuple(keys.shape)}")
+        raise ValueError(f"cands: expected keys [B, T, {K}] and flags [B, T], got {tuple(keys.shape)} and "
+                         f"{tuple(flags.shape)}")
     if keys.dtype != torch.int64 or flags.dtype != torch.int32:
         raise TypeError(f"cands: expected int64 keys and int32 flags, got {keys.dtype} and {flags.dtype}")
+    runs_on("cands.keys", keys.device)
+    if flags.device != keys.device:
+        raise ValueError(f"cands.flags: on {flags.device}, but cands.keys are on {keys.device}")
     if not (keys.is_contiguous() and flags.is_contiguous()):
         raise ValueError("cands: keys and flags must be contiguous (the kernel indexes them densely)")
     b, n_tiles = flags.shape

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from pp3.kernels import checks, launchers
-from pp3.kernels.buffers import BAD_CANDIDATES, Candidates, Proposal
+from pp3.kernels.buffers import BAD_CANDIDATES, Candidates, Proposal, RowKeys
 from pp3.kernels.config import DEFAULT_LAUNCH, LaunchConfig
 from pp3.reference._constants import DEFAULT_TAU, MAX_VOCAB
 
@@ -40,12 +40,11 @@ def propose(
     out: Proposal | None = None,
 ) -> Proposal:
     """The Triton selector: same arguments and results as ``pp3.reference.propose``, on torch tensors. ``out``:
-    caller-owned output buffers (a ``Proposal`` of contiguous tensors) that the kernels write in place."""
-    xs, t = checks.shards([logits], tile, "logits")
-    b, dev = xs[0].shape[0], xs[0].device
-    keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = checks.proposal_out(out, b, dev)
-    return launchers.propose(xs, t, keys, checks.tau(tau), checks.launch_config(launch), dest)
+    caller-owned output buffers (a ``Proposal`` of contiguous tensors that share no memory with each other or with an
+    input) that the kernels write in place."""
+    return launchers.propose(
+        *propose_args([logits], target_temperature, seed, round, position, tau, tile, launch, out, "logits")
+    )
 
 
 def propose_sharded(
@@ -61,11 +60,35 @@ def propose_sharded(
     out: Proposal | None = None,
 ) -> Proposal:
     """The selector over a row split by vocabulary into contiguous shards (in ID order), in one process."""
-    xs, t = checks.shards(shards, tile)
-    b, dev = xs[0].shape[0], xs[0].device
+    return launchers.propose(
+        *propose_args(shards, target_temperature, seed, round, position, tau, tile, launch, out, "shards")
+    )
+
+
+def _named(name: str, xs: Sequence[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
+    """Checked shards with the names ``checks.shards`` gives them."""
+    return [(name if name == "logits" else f"{name}[{i}]", x) for i, x in enumerate(xs)]
+
+
+def propose_args(
+    xs: Sequence[Any],
+    target_temperature: Any,
+    seed: Any,
+    round: Any,
+    position: Any,
+    tau: Any,
+    tile: Any,
+    launch: Any,
+    out: Any,
+    name: str,
+) -> tuple[list[torch.Tensor], int, RowKeys, float, LaunchConfig, Proposal]:
+    """The arguments of ``propose`` (``[logits]``, ``name`` "logits") or ``propose_sharded`` (the shards, "shards"),
+    checked, as ``launchers.propose`` takes them. The custom operators' fake implementations check through it too."""
+    checked, t = checks.shards(xs, tile, name)
+    b, dev = checked[0].shape[0], checked[0].device
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = checks.proposal_out(out, b, dev)
-    return launchers.propose(xs, t, keys, checks.tau(tau), checks.launch_config(launch), dest)
+    dest = checks.proposal_out(out, b, dev, [*_named(name, checked), *keys.named()])
+    return checked, t, keys, checks.tau(tau), checks.launch_config(launch), dest
 
 
 def greedy(
@@ -91,9 +114,17 @@ def greedy_sharded(
     name: str = "shards",
 ) -> Proposal:
     """``greedy`` over a row split by vocabulary into contiguous shards (in ID order), in one process."""
-    xs, t = checks.shards(shards, tile, name)
-    dest = checks.proposal_out(out, xs[0].shape[0], xs[0].device)
-    return launchers.greedy(xs, t, checks.launch_config(launch), dest)
+    return launchers.greedy(*greedy_args(shards, tile, launch, out, name))
+
+
+def greedy_args(
+    xs: Sequence[Any], tile: Any, launch: Any, out: Any, name: str
+) -> tuple[list[torch.Tensor], int, LaunchConfig, Proposal]:
+    """The arguments of ``greedy_sharded`` (``greedy``: ``name`` "logits"), checked, as ``launchers.greedy`` takes
+    them (and the fake implementations check them)."""
+    checked, t = checks.shards(xs, tile, name)
+    dest = checks.proposal_out(out, checked[0].shape[0], checked[0].device, _named(name, checked))
+    return checked, t, checks.launch_config(launch), dest
 
 
 def tile_candidates(
@@ -109,15 +140,24 @@ def tile_candidates(
 
     With ``out`` the results go to tiles ``tile_base ..`` of an existing buffer (several shards, one buffer).
     """
+    x, offset, t, dest, base, cfg = tile_candidates_args(logits, id_offset, tile, out, tile_base, launch)
+    launchers.tiles(x, offset, t, dest, base, cfg)
+    v = x.shape[1]
+    dest.spans[base] = (-(-v // t), offset, offset + v)
+    return dest
+
+
+def tile_candidates_args(
+    logits: Any, id_offset: Any, tile: Any, out: Any, tile_base: Any, launch: Any
+) -> tuple[torch.Tensor, int, int, Candidates, int, LaunchConfig]:
+    """The arguments of ``tile_candidates``, checked, as ``launchers.tiles`` takes them (and the fake implementations
+    check them)."""
     x = checks.logits("logits", logits)
     b, v = x.shape
     t = checks.tile(tile, v)
     offset = checks.integer("id_offset", id_offset, 0, MAX_VOCAB - v)
-    n_tiles = -(-v // t)
-    dest, base = checks.candidates_out(out, b, n_tiles, tile_base, x.device, f"tile {t} on V = {v}")
-    launchers.tiles(x, offset, t, dest, base, checks.launch_config(launch))
-    dest.spans[base] = (n_tiles, offset, offset + v)
-    return dest
+    dest, base = checks.candidates_out(out, b, -(-v // t), tile_base, x.device, f"tile {t} on V = {v}", [("logits", x)])
+    return x, offset, t, dest, base, checks.launch_config(launch)
 
 
 def finalize(
@@ -140,13 +180,31 @@ def finalize(
     row whose candidates break the contract launch 1 keeps (a tile's keys not strictly descending, an ID >= V,
     tiles out of ID order or overlapping, unknown flag bits) with status ``BAD_CANDIDATES`` and the failed-row
     outputs (token -1): never an out-of-range token."""
+    c, keys, t, cfg, dest, v = finalize_args(cands, target_temperature, seed, round, position, tau, vocab_size, launch,
+                                             out)
+    launchers.finalize(c, keys, t, cfg, dest, trusted=False)
+    launchers.check_candidates(c, v, dest)
+    return dest
+
+
+def finalize_args(
+    cands: Any,
+    target_temperature: Any,
+    seed: Any,
+    round: Any,
+    position: Any,
+    tau: Any,
+    vocab_size: Any,
+    launch: Any,
+    out: Any,
+) -> tuple[Candidates, RowKeys, float, LaunchConfig, Proposal, int]:
+    """The arguments of ``finalize``, checked, as ``launchers.finalize`` takes them (the last one its
+    ``vocab_size``); the fake implementations check them too."""
     c, v = checks.candidates(cands, vocab_size)
     b, dev = c.flags.shape[0], c.keys.device
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = checks.proposal_out(out, b, dev)
-    launchers.finalize(c, keys, checks.tau(tau), checks.launch_config(launch), dest, trusted=False)
-    launchers.check_candidates(c, v, dest)
-    return dest
+    dest = checks.proposal_out(out, b, dev, [("cands.keys", c.keys), ("cands.flags", c.flags), *keys.named()])
+    return c, keys, checks.tau(tau), checks.launch_config(launch), dest, v
 
 
 def expf(z: torch.Tensor) -> torch.Tensor:

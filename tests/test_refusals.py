@@ -1,0 +1,274 @@
+"""Bad calls are refused alike by the custom operators (``torch.ops.pp3.*``), by their fake implementations under
+``FakeTensorMode`` and by the launchers (``pp3.kernels``): outputs that share memory with each other or with an input
+(the same tensor twice, overlapping views, a view of an input's storage), outputs of the wrong dtype, shape or
+device, inputs on mixed devices (a ``meta`` tensor among CPU or CUDA ones), V = 0. Each case raises the same
+exception class on all three paths, before any launch (the kernels are replaced by ones that fail if launched),
+and the launcher's message names the argument.
+
+Runs under TRITON_INTERPRET=1 on the CPU or on a CUDA GPU; skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+    pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU", allow_module_level=True)
+
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
+
+import pp3.ops  # noqa: E402, F401  (registers torch.ops.pp3.*)
+from pp3.kernels import Candidates, Proposal, Verdict, accept, select  # noqa: E402
+from pp3.testing.drafts import random_case  # noqa: E402
+
+pytestmark = pytest.mark.interpreter
+DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+OPS = torch.ops.pp3
+B, V, D = 3, 100, 2
+
+
+def _keys() -> list[Any]:
+    return [torch.ones(B, device=DEV), *(torch.arange(B, dtype=torch.int64, device=DEV) + i for i in range(3))]
+
+
+def _proposal() -> list[Any]:
+    return [torch.empty(B, dtype=torch.int8, device=DEV), torch.empty(B, dtype=torch.int32, device=DEV),
+            torch.empty(B, 32, dtype=torch.int32, device=DEV), torch.empty(B, 32, dtype=torch.int32, device=DEV)]
+
+
+def _verdict() -> list[Any]:
+    return [torch.empty(B, dtype=torch.int8, device=DEV), torch.empty(B, dtype=torch.int32, device=DEV),
+            torch.empty(B, D + 1, dtype=torch.int32, device=DEV)]
+
+
+def _logits() -> Any:
+    return torch.randn(B, V, device=DEV)
+
+
+def _verify_inputs() -> list[Any]:
+    case = random_case(np.random.default_rng(5), B, D, V, 1.0)
+
+    def t(a: Any) -> Any:
+        return torch.as_tensor(np.ascontiguousarray(a)).to(DEV)
+
+    keys = _keys()
+    return [t(case["target_logits"]), keys[0], t(case["draft_tokens"]), t(case["draft_status"]), t(case["draft_ids"]),
+            t(case["draft_tickets"]), *keys[1:]]
+
+
+def _candidates() -> list[Any]:
+    c = select.tile_candidates(_logits(), tile=32)
+    return [c.keys, c.flags]
+
+
+def _overlapping(n: int, shift: int, *shape: int) -> tuple[Any, Any]:
+    """Two contiguous int32 views of one storage, the second ``shift`` elements after the first."""
+    buf = torch.empty(n + shift, dtype=torch.int32, device=DEV)
+    return buf[:n].view(shape), buf[shift : shift + n].view(shape)
+
+
+def _with(args: list[Any], at: int, value: Any) -> list[Any]:
+    return [value if i == at else a for i, a in enumerate(args)]
+
+
+def _propose_out(change: Callable[[list[Any], list[Any]], list[Any]]) -> Callable[[], list[Any]]:
+    """propose_out's arguments, its outputs (positions 5 .. 8) changed by ``change(inputs, outputs)``."""
+    def make() -> list[Any]:
+        inputs = [_logits(), *_keys()]
+        return [*inputs, *change(inputs, _proposal())]
+    return make
+
+
+def _ids_tickets_overlap(inputs: list[Any], out: list[Any]) -> list[Any]:
+    ids, tickets = _overlapping(B * 32, 40, B, 32)
+    return [out[0], out[1], ids, tickets]
+
+
+def _accepted_tokens_overlap(inputs: list[Any], out: list[Any]) -> list[Any]:
+    buf = torch.empty(B + B * (D + 1), dtype=torch.int32, device=DEV)
+    return [out[0], buf[:B], buf[B - 1 : B - 1 + B * (D + 1)].view(B, D + 1)]
+
+
+def _verify_out(change: Callable[[list[Any], list[Any]], list[Any]]) -> Callable[[], list[Any]]:
+    def make() -> list[Any]:
+        inputs = _verify_inputs()
+        return [*inputs, *change(inputs, _verdict())]
+    return make
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    op: str  # the custom operator
+    args: Callable[[], list[Any]]  # its arguments (fresh tensors)
+    error: type[Exception]
+    match: str  # what the launcher's message names
+
+
+CASES = [
+    Case("propose_out: tickets is ids", "propose_out",
+         _propose_out(lambda i, o: [o[0], o[1], o[2], o[2]]), ValueError, "out.tickets: shares memory with out.ids"),
+    Case("propose_out: ids and tickets overlap", "propose_out", _propose_out(_ids_tickets_overlap), ValueError,
+         "out.tickets: shares memory with out.ids"),
+    Case("propose_out: status views seed", "propose_out",
+         _propose_out(lambda i, o: [i[2].view(torch.int8)[:B], *o[1:]]), ValueError,
+         "out.status: shares memory with seed"),
+    Case("propose_out: token views the logits", "propose_out",
+         _propose_out(lambda i, o: [o[0], i[0].view(torch.int32)[1, :B], *o[2:]]), ValueError,
+         "out.token: shares memory with logits"),
+    Case("propose_out: token on meta", "propose_out",
+         _propose_out(lambda i, o: [o[0], o[1].to("meta"), *o[2:]]), ValueError, "out.token: on meta"),
+    Case("propose_out: token int64", "propose_out",
+         _propose_out(lambda i, o: [o[0], o[1].long(), *o[2:]]), TypeError, "out.token"),
+    Case("propose_out: ids of 16 slots", "propose_out",
+         _propose_out(lambda i, o: [*o[:2], o[2][:, :16].contiguous(), o[3]]), ValueError, "out.ids"),
+    Case("propose: seed on meta", "propose", lambda: _with([_logits(), *_keys()], 2, _keys()[1].to("meta")),
+         ValueError, "seed: on meta"),
+    Case("propose: every tensor on meta", "propose", lambda: [a.to("meta") for a in [_logits(), *_keys()]],
+         ValueError, "logits: on meta"),
+    Case("propose: V = 0", "propose", lambda: [torch.empty(B, 0, device=DEV), *_keys()], ValueError, "logits"),
+    Case("propose: position int32", "propose", lambda: _with([_logits(), *_keys()], 4, _keys()[3].int()),
+         TypeError, "position"),
+    Case("greedy_out: status is token's first bytes", "greedy_out",
+         lambda: (lambda o: [_logits(), o[1].view(torch.int8)[:B], *o[1:]])(_proposal()), ValueError,
+         "out.token: shares memory with out.status"),
+    Case("tile_candidates: logits on meta", "tile_candidates", lambda: [_logits().to("meta"), 0, 32], ValueError,
+         "logits: on meta"),
+    Case("finalize: flags on meta", "finalize",
+         lambda: (lambda c: [c[0], c[1].to("meta"), *_keys(), V])(_candidates()), ValueError,
+         "cands.flags: on meta"),
+    Case("finalize: keys int32", "finalize",
+         lambda: (lambda c: [c[0].int(), c[1], *_keys(), V])(_candidates()), TypeError, "cands"),
+    Case("finalize: seed on meta", "finalize",
+         lambda: (lambda c: [*c, *_with(_keys(), 1, _keys()[1].to("meta")), V])(_candidates()), ValueError,
+         "seed: on meta"),
+    Case("verify_out: tokens overlap accepted", "verify_out", _verify_out(_accepted_tokens_overlap), ValueError,
+         "out.tokens: shares memory with out.accepted"),
+    Case("verify_out: status views draft_status", "verify_out",
+         _verify_out(lambda i, o: [i[3].view(-1)[:B], *o[1:]]), ValueError,
+         "out.status: shares memory with draft_status"),
+    Case("verify_out: tokens on meta", "verify_out", _verify_out(lambda i, o: [*o[:2], o[2].to("meta")]),
+         ValueError, "out.tokens: on meta"),
+    Case("verify: draft_ids on meta", "verify", lambda: _with(_verify_inputs(), 4, _verify_inputs()[4].to("meta")),
+         ValueError, "draft_ids: on meta"),
+]
+
+
+def _launcher(op: str, a: list[Any]) -> Any:
+    """The launcher call that ``torch.ops.pp3.<op>(*a)`` is."""
+    if op == "propose":
+        return select.propose(*a)
+    if op == "propose_out":
+        return select.propose(*a[:5], out=Proposal(*a[5:9]))
+    if op == "greedy_out":
+        return select.greedy(a[0], out=Proposal(*a[1:5]))
+    if op == "tile_candidates":
+        return select.tile_candidates(a[0], id_offset=a[1], tile=a[2])
+    if op == "finalize":
+        return select.finalize(Candidates(a[0], a[1]), *a[2:6], vocab_size=a[6])
+    if op == "verify":
+        return accept.verify(*a)
+    assert op == "verify_out"
+    return accept.verify(*a[:9], out=Verdict(*a[9:12]))
+
+
+class _NoLaunch:
+    def __getitem__(self, grid: Any) -> Any:
+        raise AssertionError("a kernel was launched")
+
+
+@pytest.fixture
+def no_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Triton kernel fails if launched (the checks must refuse first)."""
+    monkeypatch.setattr(JITFunction, "__getitem__", lambda self, grid: _NoLaunch()[grid])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_op_its_fake_and_the_launcher_refuse_alike(case: Case, no_launch: None) -> None:
+    with pytest.raises(case.error, match=case.match):
+        _launcher(case.op, case.args())
+    with pytest.raises(case.error):
+        getattr(OPS, case.op)(*case.args())
+    mode = FakeTensorMode(allow_non_fake_inputs=False)
+    args = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in case.args()]
+    with mode, pytest.raises(case.error):
+        getattr(OPS, case.op)(*args)
+
+
+def test_the_fakes_accept_what_the_launchers_accept() -> None:
+    """The fake implementations pass good calls (the cases' buffers made right): each check refuses only a bad
+    call."""
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) for a in (_logits(), *_keys(), *_proposal())]
+        OPS.propose_out(*fake)
+        OPS.greedy_out(fake[0], *fake[5:])
+        keys, flags = OPS.tile_candidates(fake[0], 0, 32)
+        assert tuple(OPS.finalize(keys, flags, *fake[1:5], V)[2].shape) == (B, 32)
+        vin = [mode.from_tensor(a) for a in (*_verify_inputs(), *_verdict())]
+        OPS.verify_out(*vin)
+
+
+def _sharded_out_views_shard() -> Any:
+    base = torch.randn(B * 50, device=DEV)
+    out = _proposal()
+    out[1] = base.view(torch.int32)[B : 2 * B]
+    return select.greedy_sharded([_logits()[:, :50], base.view(B, 50)], out=Proposal(*out))
+
+
+def _tile_candidates_flags_in_keys() -> Any:
+    keys = torch.zeros(B, 4, 32, dtype=torch.int64, device=DEV)
+    flags = keys.view(-1).view(torch.int32)[100 : 100 + B * 4].view(B, 4)
+    return select.tile_candidates(_logits(), tile=32, out=Candidates(keys, flags))
+
+
+def _tile_candidates_keys_view_logits() -> Any:
+    x = torch.randn(B, 4 * 32 * 2 + 1, device=DEV)
+    keys = x.view(-1)[: B * 4 * 32 * 2].view(torch.int64).view(B, 4, 32)
+    flags = torch.zeros(B, 4, dtype=torch.int32, device=DEV)
+    return select.tile_candidates(x[:, :V], tile=32, out=Candidates(keys, flags))
+
+
+LAUNCHER_CASES: list[tuple[str, Callable[[], Any], str]] = [
+    ("propose_sharded: tickets is ids",
+     lambda: select.propose_sharded([_logits()[:, :50], _logits()[:, 50:]], *_keys(),
+                                    out=Proposal(*(lambda o: [*o[:3], o[2]])(_proposal()))),
+     "out.tickets: shares memory with out.ids"),
+    ("greedy_sharded: token views shards[1]", _sharded_out_views_shard, r"out.token: shares memory with shards\[1\]"),
+    ("tile_candidates: flags inside keys", _tile_candidates_flags_in_keys, "out.flags: shares memory with out.keys"),
+    ("tile_candidates: keys view the logits", _tile_candidates_keys_view_logits, "out.keys: shares memory with logits"),
+    ("finalize: out.ids views cands.keys",
+     lambda: (lambda c, o: select.finalize(Candidates(*c), *_keys(), vocab_size=V, out=Proposal(
+         o[0], o[1], c[0].view(torch.int32).view(-1)[: B * 32].view(B, 32), o[3])))(_candidates(), _proposal()),
+     "out.ids: shares memory with cands.keys"),
+    ("verify: out.status views target_temperature",
+     lambda: (lambda a, o: accept.verify(*a, out=Verdict(a[1].view(torch.int8)[:B], *o[1:])))(
+         _verify_inputs(), _verdict()), "out.status: shares memory with target_temperature"),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "match"), LAUNCHER_CASES, ids=[c[0] for c in LAUNCHER_CASES])
+def test_every_out_launcher_refuses_shared_memory(name: str, call: Callable[[], Any], match: str,
+                                                    no_launch: None) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_disjoint_views_of_one_storage_are_accepted() -> None:
+    """Outputs cut from one buffer without overlap (adjacent byte ranges) are accepted and written."""
+    x = _logits()
+    buf = torch.empty(B * 32 * 2 + 2 * B, dtype=torch.int32, device=DEV)
+    ids, tickets = buf[: B * 32].view(B, 32), buf[B * 32 : B * 64].view(B, 32)
+    token = buf[B * 64 : B * 64 + B]
+    status = buf[B * 64 + B :].view(torch.int8)[:B]
+    want = select.propose(x, *_keys())
+    got = select.propose(x, *_keys(), out=Proposal(status, token, ids, tickets))
+    for f in ("status", "token", "ids", "tickets"):
+        assert torch.equal(getattr(got, f), getattr(want, f)), f
