@@ -64,7 +64,7 @@ def _assert_bad_row(got: dict[str, np.ndarray], want: dict[str, np.ndarray], bad
 def test_well_formed_candidates_equal_the_reference() -> None:
     x = _logits()
     c = select.tile_candidates(x, tile=TILE)
-    assert c.spans == {0: (4, 0, V)}
+    assert c.spans == {0: (0, 64), 1: (64, 128), 2: (128, 192), 3: (192, V)}
     want = _want(x)
     for cands in (c, _raw(c)):  # with the record and without it
         got = _run(cands)
@@ -169,12 +169,13 @@ class _NoLaunch:
 
 def test_shards_into_one_buffer_are_recorded_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two shards written into one buffer with tile_base: a full cover equals the reference; a tile never
-    written, a tile written twice, an ID range skipped or the wrong vocabulary raise ValueError before launch 2."""
+    written, a tile rewritten with other IDs, an ID range skipped or the wrong vocabulary raise ValueError before
+    launch 2."""
     x = _logits()
     out = _buffer(4)
     select.tile_candidates(x[:, :128], tile=TILE, out=out)
     select.tile_candidates(x[:, 128:], id_offset=128, tile=TILE, out=out, tile_base=2)
-    assert out.spans == {0: (2, 0, 128), 2: (2, 128, V)}
+    assert out.spans == {0: (0, 64), 1: (64, 128), 2: (128, 192), 3: (192, V)}
     want = _want(x)
     got = _run(out)
     for f in FIELDS:
@@ -194,15 +195,40 @@ def test_shards_into_one_buffer_are_recorded_and_checked(monkeypatch: pytest.Mon
     monkeypatch.setattr(_select, "_check_candidates_kernel", _NoLaunch())
     for cands, v, text in (
         (gap, V, "tiles 2 .. 2 were never written"),
-        (twice, V, "tiles 1 .. 1 were written twice"),
-        (skipped, V + 2, "the shard at tile 2 starts at ID 130; the shards before it end at 128"),
+        (twice, V, "tile 1 starts at ID 128; the tiles before it end at 64"),  # tile 1 rewritten by the second shard
+        (skipped, V + 2, "tile 2 starts at ID 130; the tiles before it end at 128"),
         (short, V, "tiles 2 .. 3 were never written"),
-        (out, V + 1, "the shards cover IDs 0 .. 199, not the vocabulary 0 .. 200"),
+        (out, V + 1, "the tiles cover IDs 0 .. 199, not the vocabulary 0 .. 200"),
     ):
         with pytest.raises(ValueError, match=f"cands: {text}"):
             _run(cands, v)
     with pytest.raises(ValueError, match="vocab_size"):
         _run(out, 0)
+
+
+def test_a_tile_written_again_holds_the_last_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tile 0 written again with the same IDs: the record still covers the buffer, and the result equals the
+    reference. Written again with another tiling (IDs 0 .. 31 instead of 0 .. 63), the gap it leaves is named."""
+    x = _logits()
+    out = _buffer(4)
+    select.tile_candidates(x, tile=TILE, out=out)
+    select.tile_candidates(x[:, :TILE], tile=TILE, out=out)
+    assert out.spans == {0: (0, 64), 1: (64, 128), 2: (128, 192), 3: (192, V)}
+    got, want = _run(out), _want(x)
+    for f in FIELDS:
+        assert np.array_equal(got[f], want[f]), f
+    select.tile_candidates(x[:, :32], tile=32, out=out)
+    monkeypatch.setattr(_select, "_finalize_kernel", _NoLaunch())
+    monkeypatch.setattr(_select, "_check_candidates_kernel", _NoLaunch())
+    with pytest.raises(ValueError, match="cands: tile 1 starts at ID 64; the tiles before it end at 32"):
+        _run(out)
+
+
+def test_candidates_must_be_a_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = select.tile_candidates(_logits(), tile=TILE)
+    monkeypatch.setattr(_select, "_finalize_kernel", _NoLaunch())
+    with pytest.raises(TypeError, match=r"cands: expected a pp3\.kernels\.Candidates, got tuple"):
+        _run((c.keys, c.flags))  # type: ignore[arg-type]
 
 
 def test_propose_launches_no_check(monkeypatch: pytest.MonkeyPatch) -> None:

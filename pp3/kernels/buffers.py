@@ -63,12 +63,13 @@ class Candidates:
     flags (§3), the tiles in ascending ID order. ``finalize`` relies on that: build these with ``tile_candidates``
     (or exchange its outputs).
 
-    ``spans``: what ``tile_candidates`` wrote into these buffers, ``tile_base -> (tiles, first ID, last ID + 1)``
-    (host-side, kept by the object; empty for buffers it did not write, such as an exchange's)."""
+    ``spans``: the IDs of each tile that ``tile_candidates`` wrote into these buffers, ``tile -> (first ID, last ID
+    + 1)``, as its last write left them (host-side, kept by the object; empty for buffers it did not write, such as
+    an exchange's)."""
 
     keys: torch.Tensor  # [B, n_tiles, K] int64
     flags: torch.Tensor  # [B, n_tiles] int32
-    spans: dict[int, tuple[int, int, int]] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    spans: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)

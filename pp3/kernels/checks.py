@@ -315,9 +315,9 @@ def candidates_out(
 
 
 def candidates(cands: Any, vocab_size: Any) -> tuple[Candidates, int]:
-    """Candidates a caller hands ``finalize`` and the vocabulary size: shapes, dtypes and layout, and what
-    ``tile_candidates`` recorded in ``cands.spans`` (if anything) must tile the buffer's tiles and IDs 0 .. V-1 in
-    the same order: no tile left unwritten or written twice, no shard offset that skips or repeats IDs."""
+    """Candidates a caller hands ``finalize`` and the vocabulary size: shapes, dtypes, devices and layout, and what
+    ``tile_candidates`` recorded in ``cands.spans`` (if anything): every tile written, each starting at the ID where
+    the tile before it ends, the first at 0 and the last ending at V."""
     if not isinstance(cands, Candidates):
         raise TypeError(f"cands: expected a pp3.kernels.Candidates, got {type(cands).__name__}")
     keys, flags = cands.keys, cands.flags
@@ -340,19 +340,17 @@ def candidates(cands: Any, vocab_size: Any) -> tuple[Candidates, int]:
     tiles_fit(n_tiles, "cands")
     v = integer("vocab_size", vocab_size, 1, MAX_VOCAB)
     if cands.spans:
-        done = ids = 0
-        for base, (n, lo, hi) in sorted(cands.spans.items()):
-            if base != done:
-                what = "were never written" if base > done else "were written twice"
-                first, last = min(base, done), max(base, done) - 1
-                raise ValueError(f"cands: tiles {first} .. {last} {what} by tile_candidates")
+        ids = 0
+        for tile in range(n_tiles):
+            if tile not in cands.spans:
+                last = tile
+                while last + 1 < n_tiles and last + 1 not in cands.spans:
+                    last += 1
+                raise ValueError(f"cands: tiles {tile} .. {last} were never written by tile_candidates")
+            lo, hi = cands.spans[tile]
             if lo != ids:
-                raise ValueError(
-                    f"cands: the shard at tile {base} starts at ID {lo}; the shards before it end at {ids}"
-                )
-            done, ids = base + n, hi
-        if done != n_tiles:
-            raise ValueError(f"cands: tiles {done} .. {n_tiles - 1} were never written by tile_candidates")
+                raise ValueError(f"cands: tile {tile} starts at ID {lo}; the tiles before it end at {ids}")
+            ids = hi
         if ids != v:
-            raise ValueError(f"cands: the shards cover IDs 0 .. {ids - 1}, not the vocabulary 0 .. {v - 1}")
+            raise ValueError(f"cands: the tiles cover IDs 0 .. {ids - 1}, not the vocabulary 0 .. {v - 1}")
     return cands, v

@@ -138,12 +138,14 @@ def tile_candidates(
 ) -> Candidates:
     """Launch 1 on one shard ``[id_offset, id_offset + V_shard)``: per tile, its first K keys and its flags.
 
-    With ``out`` the results go to tiles ``tile_base ..`` of an existing buffer (several shards, one buffer).
+    With ``out`` the results go to tiles ``tile_base ..`` of an existing buffer (several shards, one buffer), and
+    ``out.spans`` records the IDs of each tile written (a tile written again holds what the last call wrote).
     """
     x, offset, t, dest, base, cfg = tile_candidates_args(logits, id_offset, tile, out, tile_base, launch)
     launchers.tiles(x, offset, t, dest, base, cfg)
     v = x.shape[1]
-    dest.spans[base] = (-(-v // t), offset, offset + v)
+    for i in range(-(-v // t)):
+        dest.spans[base + i] = (offset + i * t, offset + min((i + 1) * t, v))
     return dest
 
 
