@@ -1,10 +1,10 @@
 """``pp3.kernels.finalize`` on candidates a caller made. What the host can see (the tiles and IDs
 ``tile_candidates`` recorded) is refused before any launch; what only the data shows (a tile's order, an ID >= V,
-tiles out of ID order or overlapping, unknown flag bits) fails the row with ``BAD_CANDIDATES`` and the failed-row
-outputs, never an out-of-range token, and the other rows stay equal to the reference. Each test fails on the
-entry point without its check (removing ``checks.candidates``' spans check or ``launchers.check_candidates`` from
-``finalize``): the malformed rows
-then come back with status 0.
+tiles out of ID order or overlapping, unknown flag bits, keys the flags deny) fails the row with ``BAD_CANDIDATES``
+and the failed-row outputs before launch 2 reads it, never an out-of-range token, and the other rows stay equal to
+the reference. Each test fails on the entry point without its check (removing ``checks.candidates``' spans check or
+the check launch from ``launchers.finalize``): the malformed rows then come back with status 0, or launch 2 raises
+on them in the interpreter. Any buffer at all: ``proptests/test_candidates_contract.py``.
 
 Runs through Triton's interpreter on the CPU or natively on a CUDA GPU (where compute-sanitizer runs it too:
 ``tools/sanitize_cases.py``).
@@ -22,6 +22,7 @@ pytest.importorskip("triton")
 
 from pp3 import reference as ref  # noqa: E402
 from pp3.kernels import BAD_CANDIDATES, Candidates, _select, select  # noqa: E402
+from pp3.testing import candidates  # noqa: E402
 
 pytestmark = pytest.mark.interpreter
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -143,6 +144,27 @@ def test_empty_tiles_stay_neutral() -> None:
     want = _want(x)
     for f in FIELDS:
         assert np.array_equal(got[f], want[f]), f
+
+
+@pytest.mark.parametrize("case", range(11))
+def test_the_corpus_fails_exactly_its_broken_rows(case: int) -> None:
+    """The malformed buffers compute-sanitizer runs on the GPU (``pp3.testing.candidates.corpus``: all-zero, all -1
+    and random keys under the real flags included, which launch 2 once met unchecked): BAD_CANDIDATES on exactly the
+    rows the contract's second reading calls broken, the other rows equal to the reference."""
+    x = _logits()
+    c = select.tile_candidates(x, tile=TILE)
+    variants = candidates.corpus(c.keys, c.flags, torch)
+    assert len(variants) == 11
+    name, keys, flags = variants[case]
+    got = _run(Candidates(keys=keys, flags=flags))
+    broken = candidates.broken_rows(keys.cpu().numpy(), flags.cpu().numpy(), V)
+    assert broken.any() != name.startswith("empty tiles"), name
+    assert np.array_equal(got["status"] == BAD_CANDIDATES, broken), name
+    assert (got["token"][broken] == -1).all() and (got["ids"][broken] == -1).all()
+    assert (got["tickets"][broken] == 0).all()
+    want = _want(x)
+    for f in FIELDS:
+        assert np.array_equal(got[f][~broken], want[f][~broken]), f"{name}: {f}"
 
 
 def test_garbage_candidates_give_the_same_result_every_run() -> None:

@@ -5,8 +5,9 @@ this module under memcheck, initcheck and racecheck on a CUDA GPU; each tool mus
 
 Every launched kernel of the selector and the verifier is in it: ``propose`` (fp32/fp16/bf16; V = 1, 31, 33, 5000,
 163840; NaN, +inf, all -inf rows and bad temperatures beside ordinary ones; T0 rows), ``propose_sharded``,
-``tile_candidates`` into one buffer, ``finalize`` on malformed candidates (keys swapped in a tile, random bits, IDs
-past the vocabulary, overlapping shards, tiles out of ID order, unknown flag bits, empty tiles), and ``verify``
+``tile_candidates`` into one buffer, ``finalize`` on malformed candidates (``pp3.testing.candidates.corpus``: keys
+swapped or repeated in a tile, unknown flag bits, keys the flags deny, tiles out of ID order, all-zero, all -1 and
+random keys, empty tiles; IDs past the vocabulary, overlapping shards), and ``verify``
 (depths 1, 3, 5; fp32/bf16; real drafts, failed and invalid drafts, point masses on the target's argmax, NaN and
 +inf target rows; V = 163840 at B = 2 on the GPU), and the adapters' row gather (``pp3.kernels.launchers.gather_rows``:
 every element width, rows of 1 … 163840 elements, invalid rows whose index points past the source, fill rows after
@@ -21,12 +22,14 @@ import argparse
 import os
 import sys
 
+import numpy as np
 import torch
 
 from pp3 import adapters
 from pp3.drafter import Draft
 from pp3.kernels import LaunchConfig, accept, launchers, select
-from pp3.kernels.select import Candidates
+from pp3.kernels.select import BAD_CANDIDATES, Candidates
+from pp3.testing import candidates
 
 
 def _keys(
@@ -84,33 +87,20 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
 
 
 def malformed_candidates(dev: torch.device, g: torch.Generator) -> None:
-    """finalize on candidates that break launch 1's contract: each fails its rows (BAD_CANDIDATES)."""
+    """finalize on candidates that break launch 1's contract (``pp3.testing.candidates.corpus``, IDs past the
+    vocabulary, overlapping shards): each row gets the status the contract gives it (BAD_CANDIDATES where broken)."""
     x = torch.randn(3, 200, device=dev, generator=g) * 3
     c = select.tile_candidates(x, tile=64)
-    keys = c.keys.clone()
-    keys[1, 2, [0, 5]] = keys[1, 2, [5, 0]]
-    flags = c.flags.clone()
-    flags[0, 3] |= 8
     lo = select.tile_candidates(x[:, :128], tile=64)
     hi = select.tile_candidates(x[:, 118:], id_offset=118, tile=64)
-    z = torch.zeros((3, 1, 32), dtype=torch.int64, device=dev)
-    zf = torch.zeros((3, 1), dtype=torch.int32, device=dev)
-    garbage = torch.randint(-(2**62), 2**62, (3, 4, 32), device=dev, generator=g, dtype=torch.int64)
-    cases = [
-        (keys, c.flags, 200),  # two keys swapped in a tile
-        (c.keys, flags, 200),  # an unknown flag bit
-        (c.keys, c.flags, 150),  # IDs past the vocabulary
-        (torch.cat([lo.keys, hi.keys], 1), torch.cat([lo.flags, hi.flags], 1), 200),  # overlapping shards
-        (c.keys.flip(1), c.flags.flip(1), 200),  # tiles out of ID order
-        (torch.cat([z, c.keys, z], 1), torch.cat([zf, c.flags, zf], 1), 200),  # empty tiles (not malformed)
-        (garbage, torch.randint(0, 8, (3, 4), device=dev, generator=g, dtype=torch.int32), 200),  # random bits
-    ]
-    if dev.type == "cuda":  # random keys under clean flags reach launch 2's arithmetic with NaN values, where the
-        cases.append((garbage, c.flags, 200))  # interpreter's NumPy casts raise (a GPU converts; the check fails it)
+    cases = [(k, f, 200) for _, k, f in candidates.corpus(c.keys, c.flags, torch)]
+    cases.append((c.keys, c.flags, 150))  # IDs past the vocabulary
+    cases.append((torch.cat([lo.keys, hi.keys], 1).contiguous(), torch.cat([lo.flags, hi.flags], 1).contiguous(), 200))
     for k, f, v in cases:
-        p = select.finalize(Candidates(keys=k.contiguous(), flags=f.contiguous()), *_keys(3, dev), vocab_size=v)
-        if (p.token >= v).any():
-            raise AssertionError("finalize returned a token past the vocabulary")
+        p = select.finalize(Candidates(keys=k, flags=f), *_keys(3, dev), vocab_size=v)
+        broken = candidates.broken_rows(k.cpu().numpy(), f.cpu().numpy(), v)
+        if not np.array_equal(p.status.cpu().numpy() == BAD_CANDIDATES, broken):
+            raise AssertionError("finalize failed other rows than the candidates' contract says")
 
 
 def verifier_cases(dev: torch.device, g: torch.Generator) -> None:

@@ -15,6 +15,8 @@ from triton.language.random import philox_impl
 from pp3.kernels import config
 from pp3.kernels._common import (
     EMPTY_ID,
+    OKEY_NEG_INF,
+    OKEY_POS_INF,
     TICKETS,
     TICKETS_F,
     _best_key,
@@ -359,6 +361,8 @@ def _finalize_kernel(
     K: tl.constexpr,  # 32
     CAP: tl.constexpr,  # compaction slots per program
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
+    CHECKED: tl.constexpr,  # a caller's candidates: _check_candidates_kernel ran first and wrote each row's status
+    BAD: tl.constexpr,  # the status it gives a row whose candidates break launch 1's contract
 ) -> None:
     # Launch 2: one program per row merges the candidates and runs §3-§8.
     _pdl_prologue(PDL)
@@ -366,10 +370,15 @@ def _finalize_kernel(
     slot = tl.arange(0, K)
     u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
     kc = _exp_scalars(c_ptr)
+    # The tiles this program reads: all of them, or none of a row the check failed (it then reads as a row of no
+    # entries, whose arithmetic is that of any failed row, and keeps the check's status).
+    n_read = n_tiles
+    if CHECKED:
+        n_read = tl.where(tl.load(status_ptr + b) == BAD, 0, n_tiles)
 
     # 1. §3 status from the OR of the tiles' flags, in precedence order.
     ti = tl.arange(0, NT)
-    fl = tl.load(flags_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0)
+    fl = tl.load(flags_ptr + b * n_tiles + ti, mask=ti < n_read, other=0)
     fl_all = tl.reduce(fl, 0, _bit_or)
     any_nan = fl_all & 1
     any_pinf = (fl_all >> 1) & 1
@@ -377,6 +386,8 @@ def _finalize_kernel(
     temp = tl.load(temp_ptr + b)
     bad_temp = (temp != temp) | (temp < 0.0)
     status = tl.where(any_nan != 0, 1, tl.where(any_pinf != 0, 2, tl.where(any_fin == 0, 3, tl.where(bad_temp, 4, 0))))
+    if CHECKED:
+        status = tl.where(n_read == 0, BAD, status)
     ok = status == 0
     greedy = ok & (temp == 0.0)
     sampled = ok & (temp != 0.0)
@@ -385,7 +396,7 @@ def _finalize_kernel(
     if NT >= K and NT <= 2 * K:  # the [NT, NT] ranking of row maxima stays small
         rt = tl.arange(0, NT)[:, None]
         ci = rt * K + slot[None, :]
-        cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=rt < n_tiles, other=0).to(tl.uint64, bitcast=True)
+        cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=rt < n_read, other=0).to(tl.uint64, bitcast=True)
         # Every tile's candidates are in descending order. Two valid thresholds (each has K distinct keys above it):
         # the K-th largest tile maximum, and the (K/2)-th largest second candidate (K/2 tiles hold two keys >= it).
         # On Gaussian rows the second leaves fewer survivors below ~46 tiles (V = 163840: > 64 survivors in 3 % of
@@ -397,7 +408,7 @@ def _finalize_kernel(
         top = _threshold_top_k(cand, bound, scratch_ptr + b * CAP, scratch_ptr, K, CAP, False, True)  # top[0]: rank 0
     else:
         ci = tl.arange(0, NC)
-        cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_tiles * K, other=0).to(tl.uint64, bitcast=True)
+        cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_read * K, other=0).to(tl.uint64, bitcast=True)
         top = _top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NC, K, CAP, False)
     _row_outputs(top, slot, status, greedy, sampled, b, tau, kc, c_ptr, u, status_ptr, token_ptr, ids_ptr, tickets_ptr,
                  K)
@@ -405,22 +416,24 @@ def _finalize_kernel(
 
 @triton.jit
 def _check_candidates_kernel(
-    keys_ptr: tl.tensor,  # [B, n_tiles, K] int64: the candidates launch 2 merged
+    keys_ptr: tl.tensor,  # [B, n_tiles, K] int64: the candidates launch 2 is to merge
     flags_ptr: tl.tensor,  # [B, n_tiles] int32: their flags
     n_tiles: tl.tensor,  # tiles per row
     vocab_size: tl.tensor,  # V: every candidate's ID must be below it
-    status_ptr: tl.tensor,  # [B] int8 out (launch 2's results, overwritten on a malformed row)
-    token_ptr: tl.tensor,  # [B] int32 out
-    ids_ptr: tl.tensor,  # [B, K] int32 out
-    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    status_ptr: tl.tensor,  # [B] int8 out: BAD for a malformed row, else 0 (launch 2 then writes the row's own)
+    token_ptr: tl.tensor,  # [B] int32 out (a malformed row's only)
+    ids_ptr: tl.tensor,  # [B, K] int32 out (a malformed row's only)
+    tickets_ptr: tl.tensor,  # [B, K] int32 out (a malformed row's only)
     CT: tl.constexpr,  # tiles per step
     K: tl.constexpr,  # 32
     BAD: tl.constexpr,  # the status of a row whose candidates break launch 2's contract
 ) -> None:
-    # After launch 2 on candidates a caller made (pp3.kernels.finalize): one program per row checks what launch 1
+    # Before launch 2 on candidates a caller made (pp3.kernels.finalize): one program per row checks what launch 1
     # guarantees and launch 2 relies on, and fails the row (status BAD, the failed-row outputs of SPEC.md §7) if
     # any of it is broken: (1) each tile's keys strictly descending, 0-padding last; (2) every ID < V; (3) the
-    # non-empty tiles in ascending, disjoint ID ranges (no ID twice); (4) no flag bit but the three of §3.
+    # non-empty tiles in ascending, disjoint ID ranges (no ID twice); (4) no flag bit but the three of §3; (5) the
+    # keys as the flags say: a NaN, +inf or finite key only in a tile flagged so, and the first key of a tile
+    # flagged finite and neither NaN nor +inf finite (so an OK row's largest key is finite, its weights too).
     b = tl.program_id(0).to(tl.int64)
     slot = tl.arange(0, K)
     ct = tl.arange(0, CT)
@@ -432,6 +445,7 @@ def _check_candidates_kernel(
         at = keys_ptr + (b * n_tiles + t[:, None]) * K + slot[None, :]
         key = tl.load(at, mask=in_row[:, None], other=0).to(tl.uint64, bitcast=True)
         nxt = tl.load(at + 1, mask=in_row[:, None] & (slot[None, :] < K - 1), other=0).to(tl.uint64, bitcast=True)
+        fl = tl.load(flags_ptr + b * n_tiles + t, mask=in_row, other=0)
         bad |= tl.sum(((nxt != 0) & (nxt >= key)).to(tl.int32))  # (1)
         real = key != 0
         ids = _key_index(key).to(tl.int64)
@@ -441,10 +455,15 @@ def _check_candidates_kernel(
         before = (ct[:, None] < ct[None, :]) & (hi[:, None] >= lo[None, :])  # tile s < t reaches into tile t
         bad |= tl.sum(before.to(tl.int32)) + tl.sum((lo <= seen).to(tl.int32))  # (3)
         seen = tl.maximum(seen, tl.max(hi))
-        fl = tl.load(flags_ptr + b * n_tiles + t, mask=in_row, other=0)
         bad |= tl.sum(((fl & ~7) != 0).to(tl.int32))  # (4)
+        okey = (key >> 32).to(tl.uint32)
+        finite = (okey > OKEY_NEG_INF) & (okey < OKEY_POS_INF)
+        flag = tl.where(finite, 4, tl.where(okey == OKEY_POS_INF, 2, tl.where(okey == OKEY_NEG_INF, 0, 1)))  # NaN: 1
+        bad |= tl.sum((real & ((flag & ~fl[:, None]) != 0)).to(tl.int32))  # (5) a key its tile's flags deny
+        first_finite = tl.max(tl.where((slot[None, :] == 0) & finite, 1, 0), axis=1)
+        bad |= tl.sum((((fl & 7) == 4) & (first_finite == 0)).to(tl.int32))  # (5) a finite-only tile without one
+    tl.store(status_ptr + b, tl.where(bad != 0, BAD, 0).to(tl.int8))
     if bad != 0:
-        tl.store(status_ptr + b, tl.full((), BAD, tl.int8))
         tl.store(token_ptr + b, tl.full((), EMPTY_ID, tl.int32))
         tl.store(ids_ptr + b * K + slot, tl.full([K], EMPTY_ID, tl.int32))
         tl.store(tickets_ptr + b * K + slot, tl.zeros([K], tl.int32))

@@ -117,18 +117,26 @@ def tiles(x: torch.Tensor, id_offset: int, tile: int, out: Candidates, tile_base
 
 
 def finalize(
-    cands: Candidates, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal, *, trusted: bool = True
+    cands: Candidates, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal, *, vocab_size: int | None = None
 ) -> Proposal:
-    """Launch 2: merge every tile's candidates per row and apply SPEC.md §3-§8, into ``out``. ``trusted``: launch 1
-    wrote the candidates in this call (or an exchange of its outputs did); else a caller made them, and the scratch
-    starts zeroed (``finalize`` of ``select``, which runs ``check_candidates`` after it)."""
+    """Launch 2: merge every tile's candidates per row and apply SPEC.md §3-§8, into ``out``. ``vocab_size`` None:
+    launch 1 wrote the candidates in this call (or an exchange of its outputs did). An int: a caller made them, so
+    one launch first checks each row's candidates against what launch 1 guarantees (``_check_candidates_kernel``;
+    IDs below ``vocab_size``) and fails a row that breaks it with status ``buffers.BAD_CANDIDATES`` and the
+    failed-row outputs, and launch 2 then reads none of that row's candidates."""
     b, n_tiles = cands.flags.shape
     dev = cands.keys.device
-    # One spare row: launch 2 relies on every tile's keys being in descending order with 0-padding last, as
-    # tile_candidates writes them (its survivors are then a prefix of each row). On candidates that break this the
-    # spare row keeps even the compaction stores (at most K - 1 slots past a row's CAP) inside this buffer, and a
-    # zeroed scratch keeps the reads defined (the check after launch 2 then fails the row).
-    scratch = (torch.empty if trusted else torch.zeros)((b + 1, FINALIZE_CAP), dtype=torch.int64, device=dev)
+    checked = vocab_size is not None
+    if checked:
+        _select._check_candidates_kernel[(b,)](
+            cands.keys, cands.flags, n_tiles, vocab_size, out.status, out.token, out.ids, out.tickets,
+            CT=_CHECK_TILES, K=K, BAD=BAD_CANDIDATES, num_warps=4, **EXACT,
+        )
+    # One spare row: launch 2 relies on every tile's keys being in descending order with 0-padding last (launch 1's
+    # contract, which the check enforces on a caller's candidates); the spare row keeps even the compaction stores (at
+    # most K - 1 slots past a row's CAP) inside this buffer should a row break it. A caller's candidates get a zeroed
+    # scratch (defined reads whatever the data).
+    scratch = (torch.zeros if checked else torch.empty)((b + 1, FINALIZE_CAP), dtype=torch.int64, device=dev)
     pdl = use_pdl(dev, launch)
     _select._finalize_kernel[(b,)](
         # inputs
@@ -154,21 +162,12 @@ def finalize(
         K=K,
         CAP=FINALIZE_CAP,
         PDL=pdl,
+        CHECKED=checked,
+        BAD=BAD_CANDIDATES,
         num_warps=launch.warps[1],
         **_options(pdl),
     )
     return out
-
-
-def check_candidates(cands: Candidates, vocab_size: int, out: Proposal) -> None:
-    """After launch 2 on candidates a caller made: fail each row whose candidates break launch 1's contract (a tile
-    not strictly descending, an ID >= V, tiles out of ID order or overlapping, unknown flag bits) with status
-    ``buffers.BAD_CANDIDATES`` and the failed-row outputs."""
-    b, n_tiles = cands.flags.shape
-    _select._check_candidates_kernel[(b,)](
-        cands.keys, cands.flags, n_tiles, vocab_size, out.status, out.token, out.ids, out.tickets,
-        CT=_CHECK_TILES, K=K, BAD=BAD_CANDIDATES, num_warps=4, **EXACT,
-    )
 
 
 def propose(

@@ -177,16 +177,15 @@ def finalize(
     """Launch 2: merge all tiles' candidates per row and apply SPEC.md §3-§8 to the vocabulary 0 .. ``vocab_size``
     - 1 (``cands`` as ``tile_candidates`` writes them); ``out`` as for ``propose``.
 
-    Candidates are a caller's data, so they are checked: before the launch, what ``tile_candidates`` recorded in
-    ``cands.spans`` must tile the buffer and the vocabulary (ValueError); after launch 2, one more launch fails each
-    row whose candidates break the contract launch 1 keeps (a tile's keys not strictly descending, an ID >= V,
-    tiles out of ID order or overlapping, unknown flag bits) with status ``BAD_CANDIDATES`` and the failed-row
-    outputs (token -1): never an out-of-range token."""
+    Candidates are a caller's data, so they are checked: before any launch, what ``tile_candidates`` recorded in
+    ``cands.spans`` must tile the buffer and the vocabulary (ValueError); before launch 2, one more launch fails
+    each row whose candidates break the contract launch 1 keeps (a tile's keys not strictly descending, an ID >= V,
+    tiles out of ID order or overlapping, unknown flag bits, keys the flags deny) with status ``BAD_CANDIDATES`` and
+    the failed-row outputs (token -1), and launch 2 reads none of that row: any buffer gives each row a status,
+    never an out-of-range token."""
     c, keys, t, cfg, dest, v = finalize_args(cands, target_temperature, seed, round, position, tau, vocab_size, launch,
                                              out)
-    launchers.finalize(c, keys, t, cfg, dest, trusted=False)
-    launchers.check_candidates(c, v, dest)
-    return dest
+    return launchers.finalize(c, keys, t, cfg, dest, vocab_size=v)
 
 
 def finalize_args(
