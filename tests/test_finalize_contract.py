@@ -146,7 +146,7 @@ def test_empty_tiles_stay_neutral() -> None:
         assert np.array_equal(got[f], want[f]), f
 
 
-@pytest.mark.parametrize("case", range(11))
+@pytest.mark.parametrize("case", range(12))
 def test_the_corpus_fails_exactly_its_broken_rows(case: int) -> None:
     """The malformed buffers compute-sanitizer runs on the GPU (``pp3.testing.candidates.corpus``: all-zero, all -1
     and random keys under the real flags included, which launch 2 once met unchecked): BAD_CANDIDATES on exactly the
@@ -154,7 +154,7 @@ def test_the_corpus_fails_exactly_its_broken_rows(case: int) -> None:
     x = _logits()
     c = select.tile_candidates(x, tile=TILE)
     variants = candidates.corpus(c.keys, c.flags, torch)
-    assert len(variants) == 11
+    assert len(variants) == 12
     name, keys, flags = variants[case]
     got = _run(Candidates(keys=keys, flags=flags))
     broken = candidates.broken_rows(keys.cpu().numpy(), flags.cpu().numpy(), V)

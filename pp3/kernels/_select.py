@@ -430,8 +430,8 @@ def _check_candidates_kernel(
 ) -> None:
     # Before launch 2 on candidates a caller made (pp3.kernels.finalize): one program per row checks what launch 1
     # guarantees and launch 2 relies on, and fails the row (status BAD, the failed-row outputs of SPEC.md §7) if
-    # any of it is broken: (1) each tile's keys strictly descending, 0-padding last; (2) every ID < V; (3) the
-    # non-empty tiles in ascending, disjoint ID ranges (no ID twice); (4) no flag bit but the three of §3; (5) the
+    # any of it is broken: (1) each tile's keys strictly descending, 0-padding last; (2) every ID < V; (3) no ID
+    # twice in a tile, the non-empty tiles in ascending, disjoint ID ranges (so no ID twice in the row); (4) no flag bit but the three of §3; (5) the
     # keys as the flags say: a NaN, +inf or finite key only in a tile flagged so, and the first key of a tile
     # flagged finite and neither NaN nor +inf finite (so an OK row's largest key is finite, its weights too).
     b = tl.program_id(0).to(tl.int64)
@@ -450,6 +450,8 @@ def _check_candidates_kernel(
         real = key != 0
         ids = _key_index(key).to(tl.int64)
         bad |= tl.sum((real & (ids >= vocab_size)).to(tl.int32))  # (2)
+        twice = (ids[:, :, None] == ids[:, None, :]) & real[:, None, :] & (slot[None, :, None] < slot[None, None, :])
+        bad |= tl.sum(tl.sum(twice.to(tl.int32), axis=2))  # (3) an ID twice in one tile (two values for one token)
         lo = tl.min(tl.where(real, ids, 1 << 33), axis=1)  # an empty tile: lo above and hi below every ID
         hi = tl.max(tl.where(real, ids, -1), axis=1)
         before = (ct[:, None] < ct[None, :]) & (hi[:, None] >= lo[None, :])  # tile s < t reaches into tile t

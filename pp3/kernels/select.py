@@ -180,9 +180,9 @@ def finalize(
     Candidates are a caller's data, so they are checked: before any launch, what ``tile_candidates`` recorded in
     ``cands.spans`` must tile the buffer and the vocabulary (ValueError); before launch 2, one more launch fails
     each row whose candidates break the contract launch 1 keeps (a tile's keys not strictly descending, an ID >= V,
-    tiles out of ID order or overlapping, unknown flag bits, keys the flags deny) with status ``BAD_CANDIDATES`` and
-    the failed-row outputs (token -1), and launch 2 reads none of that row: any buffer gives each row a status,
-    never an out-of-range token."""
+    an ID twice in a tile, tiles out of ID order or overlapping, unknown flag bits, keys the flags deny) with status
+    ``BAD_CANDIDATES`` and the failed-row outputs (token -1), and launch 2 reads none of that row: any buffer gives
+    each row a status, never an out-of-range token."""
     c, keys, t, cfg, dest, v = finalize_args(cands, target_temperature, seed, round, position, tau, vocab_size, launch,
                                              out)
     return launchers.finalize(c, keys, t, cfg, dest, vocab_size=v)

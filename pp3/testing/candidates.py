@@ -37,6 +37,7 @@ def broken_rows(keys: npt.NDArray[np.int64], flags: npt.NDArray[np.int32], vocab
             bad = (
                 not descending
                 or any(i >= vocab_size for i in ids)
+                or len(set(ids)) != len(ids)
                 or (bool(ids) and min(ids) <= last_id)
                 or f & ~7 != 0
                 or any(c & ~f for c in classes)
@@ -67,6 +68,8 @@ def corpus(keys: Any, flags: Any, torch: Any) -> list[tuple[str, Any, Any]]:
     swapped[1, 2, [0, 5]] = swapped[1, 2, [5, 0]]
     repeated = keys.clone()
     repeated[0, 0, 1] = repeated[0, 0, 0]
+    same_id = keys.clone()  # the second key's ID made the first's: two values for one token, order kept
+    same_id[1, 0, 1] = (same_id[1, 0, 1] & ~0xFFFFFFFF) | (same_id[1, 0, 0] & 0xFFFFFFFF)
     unknown = flags.clone()
     unknown[0, -1] |= 8
     denied = flags.clone()
@@ -79,6 +82,7 @@ def corpus(keys: Any, flags: Any, torch: Any) -> list[tuple[str, Any, Any]]:
     cases = [
         ("two keys swapped in a tile", swapped, flags),
         ("a key twice in a tile", repeated, flags),
+        ("an ID twice in a tile", same_id, flags),
         ("an unknown flag bit", keys, unknown),
         ("finite keys the flags deny", keys, denied),
         ("a +inf key the flags deny", inf_key, flags),
