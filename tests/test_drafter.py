@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 if TYPE_CHECKING:
-    from torch import Tensor
+    from torch import Tensor, dtype
 
 torch = pytest.importorskip("torch")
 
@@ -229,12 +229,12 @@ class _Fixed:
         return self.out
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.int64])
-def test_greedy_select_refuses_what_the_selector_does_not_read(dtype: torch.dtype) -> None:
+@pytest.mark.parametrize("dt", [torch.float64, torch.int32, torch.int64])
+def test_greedy_select_refuses_what_the_selector_does_not_read(dt: dtype) -> None:
     """SPEC's order is fp32's: an fp64 row whose two values round to one fp32 value is a tie (token 0), which an
     argmax in fp64 would give to 1; so greedy_select refuses every dtype but the selector's three, naming the shard."""
-    x = torch.tensor([[1.0, 1.0 + 1e-12]], dtype=torch.float64).to(dtype)
-    with pytest.raises(TypeError, match=rf"shards\[1\]: expected a float32, float16 or bfloat16 .*{str(dtype)[6:]}"):
+    x = torch.tensor([[1.0, 1.0 + 1e-12]], dtype=torch.float64).to(dt)
+    with pytest.raises(TypeError, match=rf"shards\[1\]: expected a float32, float16 or bfloat16 .*{str(dt)[6:]}"):
         greedy_select([torch.zeros(1, 3), x])
 
 

@@ -431,9 +431,10 @@ def _check_candidates_kernel(
     # Before launch 2 on candidates a caller made (pp3.kernels.finalize): one program per row checks what launch 1
     # guarantees and launch 2 relies on, and fails the row (status BAD, the failed-row outputs of SPEC.md §7) if
     # any of it is broken: (1) each tile's keys strictly descending, 0-padding last; (2) every ID < V; (3) no ID
-    # twice in a tile, the non-empty tiles in ascending, disjoint ID ranges (so no ID twice in the row); (4) no flag bit but the three of §3; (5) the
-    # keys as the flags say: a NaN, +inf or finite key only in a tile flagged so, and the first key of a tile
-    # flagged finite and neither NaN nor +inf finite (so an OK row's largest key is finite, its weights too).
+    # twice in a tile, the non-empty tiles in ascending, disjoint ID ranges (so no ID twice in the row); (4) no
+    # flag bit but the three of §3; (5) the keys as the flags say: a NaN, +inf or finite key only in a tile flagged
+    # so, and the first key of a tile flagged finite and neither NaN nor +inf finite (so an OK row's largest key is
+    # finite, its weights too).
     b = tl.program_id(0).to(tl.int64)
     slot = tl.arange(0, K)
     ct = tl.arange(0, CT)
