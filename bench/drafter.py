@@ -62,7 +62,8 @@ def draft_latency() -> list[dict[str, Any]]:
             modes: dict[str, Callable[[], Any]] = {"greedy": greedy, "sampled": sampled}
             for mode, fn in modes.items():
                 stats = time_calls(fn, 200)
-                _, graphed = cuda_graph(fn)
+                replay, graphed = cuda_graph(fn)
+                replay()  # capture runs nothing: the graph's outputs hold its results only after a replay
                 eager = fn()
                 same = all(torch.equal(getattr(graphed, f), getattr(eager, f)) for f in FIELDS)
                 rows.append({"draft": mode, "V": V, "depth": DEPTH, "shards": shards, "B": b, **stats,
