@@ -51,7 +51,8 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
         for launch in (LaunchConfig(), LaunchConfig(selector="tiles"), *keys["launches"]):
             bad += int(row_mismatch(to_numpy(propose(x, keys["temp"], *seeds, tile=tile, launch=launch)), want).sum())
         want0 = ref.propose(host_logits(x), keys["temp0"].cpu().numpy(), *host)
-        bad += int(row_mismatch(to_numpy(greedy(x)), want0).sum())
+        for how in ("keys", "rescan"):
+            bad += int(row_mismatch(to_numpy(greedy(x, launch=LaunchConfig(greedy=how))), want0).sum())
     return bad
 
 
@@ -88,8 +89,10 @@ def implementations(
 
         return make
 
-    def pp3_greedy_kernel(tile: int | None, w: int) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
-        launch = LaunchConfig(warps=(w, 8))
+    def pp3_greedy_kernel(
+        tile: int | None, w: int, how: str = "keys"
+    ) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
+        launch = LaunchConfig(warps=(w, 8), greedy=how)
 
         def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
             def step() -> None:
@@ -190,6 +193,7 @@ def implementations(
         ws = ",".join(str(n) for n in cfg.segment_warps)
         out[f"pp3 segments warps={ws} L={cfg.segment}"] = pp3_launch(cfg)
     out["pp3 greedy kernel"] = pp3_greedy_kernel(None, 8)
+    out["pp3 greedy kernel, rescan"] = pp3_greedy_kernel(None, 8, "rescan")
     for t, w in greedy_cfg:
         out[f"pp3 greedy kernel tile={t} warps={w}"] = pp3_greedy_kernel(t, w)
     out.update(

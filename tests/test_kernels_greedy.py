@@ -1,7 +1,9 @@
 """The greedy selector (``pp3.kernels.greedy``, ``greedy_sharded``; SPEC.md §3, §4.2, §7 for T0 rows) against the
 reference's T0 rows, bit for bit: ties (the lowest ID wins), -0.0 and +0.0 equal, NaN of either sign and any payload,
 +inf, all -inf, fp16 and bf16 (subnormals), one-entry rows, partial tiles, many tiles, shards of any split; and the
-greedy drafter on the kernels equal to its torch path. A planted bug (ties to the higher ID) fails the tie test.
+greedy drafter on the kernels equal to its torch path; both ways of finding the lowest ID (``LaunchConfig.greedy``:
+every tile's key, or the tiles' maxima and one tile read again). Planted bugs (ties to the higher ID; the wrong tile
+read again) fail the tie test.
 
 Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
 """
@@ -22,7 +24,7 @@ import triton.language as tl  # noqa: E402
 
 from pp3 import drafter  # noqa: E402
 from pp3 import reference as ref  # noqa: E402
-from pp3.kernels import _greedy, greedy, greedy_sharded  # noqa: E402
+from pp3.kernels import LaunchConfig, _greedy, greedy, greedy_sharded  # noqa: E402
 from pp3.kernels._common import _value_key  # noqa: E402
 from pp3.testing.call import FORMATS, bits_tensor  # noqa: E402
 from pp3.testing.compare import assert_equal  # noqa: E402
@@ -53,7 +55,8 @@ def _rows(v: int, seed: int) -> np.ndarray[Any, Any]:
     return x
 
 
-def _check(x32: np.ndarray[Any, Any], fmt: str, *, tile: int | None = None, cuts: tuple[int, ...] = ()) -> None:
+def _check(x32: np.ndarray[Any, Any], fmt: str, *, tile: int | None = None, cuts: tuple[int, ...] = (),
+           how: str = "keys") -> None:
     f = FORMATS[fmt]
     bits: np.ndarray[Any, Any]
     with np.errstate(over="ignore"):
@@ -66,8 +69,9 @@ def _check(x32: np.ndarray[Any, Any], fmt: str, *, tile: int | None = None, cuts
     want = ref.propose(f.widen(bits), np.zeros(x32.shape[0], np.float32), 0, 0, 0)
     x = bits_tensor(f, bits, DEVICE)
     edges = [0, *cuts, x32.shape[1]]
-    got = greedy(x, tile=tile) if not cuts else greedy_sharded([x[:, a:b] for a, b in itertools.pairwise(edges)],
-                                                               tile=tile)
+    launch = LaunchConfig(greedy=how)
+    got = greedy(x, tile=tile, launch=launch) if not cuts else greedy_sharded(
+        [x[:, a:b] for a, b in itertools.pairwise(edges)], tile=tile, launch=launch)
     for field in FIELDS:
         assert_equal(getattr(got, field).cpu().numpy(), getattr(want, field), f"{fmt} V={x32.shape[1]} {field}")
 
@@ -81,13 +85,15 @@ def _check(x32: np.ndarray[Any, Any], fmt: str, *, tile: int | None = None, cuts
     (5000, None),  # the automatic tile
     (32000, None),  # the row's end inside its last tile (fp16 / bf16 once read NaN there on the H200)
 ])
-def test_equals_the_reference_t0_rows(fmt: str, v: int, tile: int | None) -> None:
-    _check(_rows(v, v), fmt, tile=tile)
+@pytest.mark.parametrize("how", ["keys", "rescan"])
+def test_equals_the_reference_t0_rows(fmt: str, v: int, tile: int | None, how: str) -> None:
+    _check(_rows(v, v), fmt, tile=tile, how=how)
 
 
 @pytest.mark.parametrize("cuts", [(1,), (37,), (64, 65), (300, 301, 700)])
-def test_shards_equal_the_whole_row(cuts: tuple[int, ...]) -> None:
-    _check(_rows(1000, 3), "fp32", tile=64, cuts=cuts)
+@pytest.mark.parametrize("how", ["keys", "rescan"])  # shards keep the keys either way
+def test_shards_equal_the_whole_row(cuts: tuple[int, ...], how: str) -> None:
+    _check(_rows(1000, 3), "fp32", tile=64, cuts=cuts, how=how)
 
 
 def test_subnormal_half_precision_logits() -> None:
@@ -96,8 +102,8 @@ def test_subnormal_half_precision_logits() -> None:
     x[0] = np.float16(6e-8) * np.arange(64)
     x[0, 40] = x[0, 63]
     x[1] = -np.float32(1e-40) * np.arange(64)
-    for fmt in ("fp16", "bf16"):
-        _check(x, fmt, tile=32)
+    for fmt, how in itertools.product(("fp16", "bf16"), ("keys", "rescan")):
+        _check(x, fmt, tile=32, how=how)
 
 
 @triton.jit
@@ -119,6 +125,23 @@ def test_a_planted_tie_to_the_higher_id_is_caught(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(_greedy, "_best_key", _highest_id)
     with pytest.raises(AssertionError, match="token"):
         _check(_rows(100, 1), "fp32", tile=32)
+
+
+@triton.jit
+def _highest_at(values: tl.tensor, m: tl.tensor, N: tl.constexpr) -> tl.tensor:
+    """A planted bug: ``_greedy._lowest_at`` giving the highest index with the value m, not the lowest."""
+    return tl.max(tl.where(values == m, tl.arange(0, N), -1))
+
+
+def test_a_planted_rescan_tie_to_the_higher_id_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rescan's tie rule can fail the tests above: the last tile holding the maximum and the highest index in it
+    give a higher ID on the tie rows (interpreter only, as above)."""
+    if DEVICE != "cpu":
+        pytest.skip("a planted jit helper takes effect in the interpreter")
+    monkeypatch.setattr(_greedy, "_lowest_at", _highest_at)
+    with pytest.raises(AssertionError, match="token"):
+        _check(_rows(100, 1), "fp32", tile=32, how="rescan")
+
 
 
 class _Model:

@@ -5,9 +5,9 @@ Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, o
 
 1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards), compared field
    by field (status, token, ids, tickets): each call through ``propose`` (the segment selector; sharded calls the
-   tile selector), through the tile selector on one tensor, and through the greedy selector (``pp3.kernels.greedy``)
-   with every temperature 0; and on a CUDA GPU the bulk rows at V = 163840 (``--bulk-rows``), the greedy selector
-   on their T0 rows (on every row with ``--bulk-greedy``);
+   tile selector), through the tile selector on one tensor, and through the greedy selector (``pp3.kernels.greedy``,
+   both ways of ``LaunchConfig.greedy``) with every temperature 0; and on a CUDA GPU the bulk rows at V = 163840
+   (``--bulk-rows``), the greedy selector on their T0 rows (on every row with ``--bulk-greedy``);
 2. the verifier (§11): the named calls (``accept-edges``) and the request rows of ``pp3.audit.accept_bulk``
    (``accept-plans``), compared field by field (status, accepted, tokens);
 3. the conformance files (``pp3.audit.conformance``: golden vectors of both kernels, the Philox known answers,
@@ -305,8 +305,9 @@ def bulk(
     built on the GPU, run through the kernels, copied once into shared memory, and checked by a process pool
     running the reference on slices of it. The first batch's rows are also compared bit for bit with the CPU's
     ``hashed_rows``, so a failure can be replayed from the row seeds alone. Each batch runs through ``propose`` (the
-    segment selector at these batch sizes), the tile selector and the greedy selector; the greedy selector is checked
-    on the rows whose reference outputs are a T0 row's (target temperature ±0, or failed by the logits);
+    segment selector at these batch sizes), the tile selector and the greedy selector (both ways); the greedy
+    selector is checked on the rows whose reference outputs are a T0 row's (target temperature ±0, or failed by the
+    logits);
     ``greedy_only``: every row's temperature is ±0, so every kernel is checked on every row."""
     from multiprocessing import shared_memory
 
@@ -320,21 +321,24 @@ def bulk(
     rng = np.random.default_rng(20261130 + bulk_seed)  # distinct --bulk-seed values give disjoint-in-practice rows
     temp_pool = np.array([0.0, -0.0] if greedy_only else [1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0],
                          dtype=np.float32)
-    Pending = tuple[tuple[Proposal, Proposal, Proposal], tuple[np.ndarray[Any, Any], ...], shared_memory.SharedMemory]
+    Pending = tuple[tuple[Proposal, Proposal, Proposal, Proposal], tuple[np.ndarray[Any, Any], ...],
+                    shared_memory.SharedMemory]
     t0 = time.perf_counter()
     done = 0
     last_print = 0
 
     def settle(item: Pending, parts: list[Proposal]) -> None:
         nonlocal done, last_print
-        (got, got_tiles, got_greedy), keys, shm = item
+        (got, got_tiles, got_greedy, got_rescan), keys, shm = item
         ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in SELECTOR_FIELDS))
         row_seed, temp, seed, rnd, pos = keys
         t0_rows = np.flatnonzero((temp == 0) | np.isin(ref.status, (1, 2, 3)))  # a T0 row's outputs (§3, §7)
-        ref_t0, got_t0 = (Proposal(*(getattr(p, f)[t0_rows] for f in SELECTOR_FIELDS)) for p in (ref, got_greedy))
-        for suite, k, r_out, k_out, greedy in (("bulk", got.status.shape[0], ref, got, False),
-                                               ("bulk tiles", got.status.shape[0], ref, got_tiles, False),
-                                               ("bulk greedy", t0_rows.size, ref_t0, got_t0, True)):
+        ref_t0, got_t0, rescan_t0 = (Proposal(*(getattr(p, f)[t0_rows] for f in SELECTOR_FIELDS))
+                                     for p in (ref, got_greedy, got_rescan))
+        for suite, k, r_out, k_out, greedy in (("bulk", got.status.shape[0], ref, got, ""),
+                                               ("bulk tiles", got.status.shape[0], ref, got_tiles, ""),
+                                               ("bulk greedy", t0_rows.size, ref_t0, got_t0, "greedy"),
+                                               ("bulk rescan", t0_rows.size, ref_t0, rescan_t0, "rescan")):
             mism = rows_per_field(k_out, r_out)
             table.add(suite, k, mism, 0.0)
             if any(mism.values()):
@@ -343,7 +347,8 @@ def bulk(
                 call = Call(FORMATS["fp32"], x.view(np.uint32), temp, s, r, p, DEFAULT_TAU, None, True,
                             name=f"bulk[seed={bulk_seed}]")
                 if greedy:
-                    call = call.take(t0_rows.tolist()).as_greedy()
+                    call = call.take(t0_rows.tolist())
+                    call = call.as_greedy() if greedy == "greedy" else call.as_rescan()
                 failures.add(call, r_out, k_out)
         done += got.status.shape[0]
         if done - last_print >= 50_000 or done >= n_rows:
@@ -369,6 +374,8 @@ def bulk(
             got = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
             out = kernels.greedy(x)
             got_greedy = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
+            out = kernels.greedy(x, launch=kernels.LaunchConfig(greedy="rescan"))
+            got_rescan = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
             out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4], launch=kernels.LaunchConfig(selector="tiles"))
             got_tiles = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
             shm = pipe.buffer()  # settles the batch that last used it
@@ -377,7 +384,7 @@ def bulk(
                 (_bulk_reference, ((shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:])),))
                 for r in range(0, n, chunk)
             ]
-            pipe.submit(((got, got_tiles, got_greedy), keys, shm), tasks)
+            pipe.submit(((got, got_tiles, got_greedy, got_rescan), keys, shm), tasks)
     table.rows["bulk"]["time_s"] = time.perf_counter() - t0
 
 
@@ -431,6 +438,8 @@ def run(args: argparse.Namespace) -> int:
             _check_calls("tiles", tile_calls, run_case, select_table, select_fail.add, device, size == "full")
             greedy_calls = ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size))
             _check_calls("greedy", greedy_calls, run_case, select_table, select_fail.add, device, size == "full")
+            rescan_calls = ((f"{suite} rescan", call.as_rescan()) for suite, call in suites(size) if not call.cuts)
+            _check_calls("rescan", rescan_calls, run_case, select_table, select_fail.add, device, size == "full")
         if bulk_rows:
             bulk(select_table, bulk_rows, args.bulk_vocab, 1024, select_fail, device, args.bulk_seed,
                  args.bulk_greedy)

@@ -5,6 +5,12 @@ A row's largest §4.1 key, with every NaN moved above +inf, is its maximum with 
 (§4.2), and tells the row's §3 status by itself: NaN if it is a NaN, +inf if it is +inf, zero mass if it is -inf. A
 tile's largest key comes from reductions on 32-bit values (``_best_key``), and the row's last program
 (``_last_of_row``) takes the largest of its tiles' keys.
+
+With RESCAN (one shard per launch, ``LaunchConfig(greedy="rescan")``) a tile reduces its entries to their
+NaN-propagating maximum alone, one operation per entry: NaN if the tile holds one, else its maximum value. The row's
+maximum M of these gives the §3 status the same way (NaN, +inf, -inf); the lowest ID with the value M lies in the
+first tile whose maximum equals M (-0.0 and +0.0 equal, as §4.2 compares them), which the last program reads again
+for the lowest index there. The same outputs as the keys, with the index search on one tile instead of on all.
 """
 
 from __future__ import annotations
@@ -21,8 +27,21 @@ from pp3.kernels._common import (
     _key_id,
     _last_of_row,
     _load_padded,
+    _masked_by,
     _pdl_prologue,
 )
+
+
+@triton.jit
+def _max_nan(a: tl.tensor, b: tl.tensor) -> tl.tensor:
+    """The larger of a and b, NaN if either is (PTX max.NaN.f32): a tile's maximum then says whether it holds a NaN."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _lowest_at(values: tl.tensor, m: tl.tensor, N: tl.constexpr) -> tl.tensor:
+    """The lowest index i < N with values[i] == m, N if none: §4.2's tie rule (-0.0 and +0.0 equal)."""
+    return tl.min(tl.where(values == m, tl.arange(0, N), N))
 
 
 @triton.jit
@@ -44,25 +63,44 @@ def _greedy_kernel(
     NT: tl.constexpr,  # power of two >= n_tiles
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
+    RESCAN: tl.constexpr,  # tiles store their NaN-propagating maxima; the last program re-reads one tile (one shard)
 ) -> None:
-    # One program per (row, tile): the tile's largest key; the row's last program finishes the row.
+    # One program per (row, tile): the tile's largest key (or maximum); the row's last program finishes the row.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
     offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
     bits = _load_padded(x_ptr + b * stride_row + offs, offs < v_shard, KIND)
-    best = _best_key(bits, id_offset + t.to(tl.int64) * TILE, TILE)  # every NaN above the rest
-    tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
+    if RESCAN:
+        peak = tl.reduce(bits.to(tl.float32, bitcast=True), 0, _max_nan)
+        tl.store(part_ptr + b * n_tiles + tile_base + t, peak.to(tl.int32, bitcast=True).to(tl.int64))
+    else:
+        best = _best_key(bits, id_offset + t.to(tl.int64) * TILE, TILE)  # every NaN above the rest
+        tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
     if _last_of_row(cnt_ptr, b, n_tiles):
         ti = tl.arange(0, NT)
-        parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
-        top = tl.max(parts.to(tl.uint64, bitcast=True))
-        okey = (top >> 32).to(tl.uint32)
-        # §3 in precedence order, from the row's largest key alone.
-        status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
-                                                          tl.where(okey <= OKEY_NEG_INF, 3, 0)))
-        ok = status == 0
-        g = tl.where(ok, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equal values
+        if RESCAN:
+            peaks = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+            peaks = tl.where(ti < n_tiles, peaks.to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
+            m = tl.reduce(peaks, 0, _max_nan)
+            # §3 in precedence order, from the row's maximum alone.
+            status = tl.where(m != m, 1, tl.where(m == float("inf"), 2, tl.where(m == float("-inf"), 3, 0)))
+            ok = status == 0
+            # §4.2: the first tile holding m, read again (an L2 hit), and the lowest index in it equal to m.
+            first_tile = _lowest_at(peaks, m, NT).to(tl.int64)
+            again = first_tile * TILE + tl.arange(0, TILE)
+            row = _load_padded(x_ptr + b * stride_row + again, _masked_by(again < v_shard, ok), KIND)
+            first = _lowest_at(row.to(tl.float32, bitcast=True), m, TILE)
+            g = tl.where(ok, (id_offset + first_tile * TILE + first).to(tl.int32), EMPTY_ID)
+        else:
+            parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+            top = tl.max(parts.to(tl.uint64, bitcast=True))
+            okey = (top >> 32).to(tl.uint32)
+            # §3 in precedence order, from the row's largest key alone.
+            status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
+                                                              tl.where(okey <= OKEY_NEG_INF, 3, 0)))
+            ok = status == 0
+            g = tl.where(ok, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equal values
         slot = tl.arange(0, K)
         tl.store(status_ptr + b, status.to(tl.int8))
         tl.store(token_ptr + b, g)

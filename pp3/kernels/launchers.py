@@ -227,13 +227,15 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
 def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Proposal) -> Proposal:
     """The greedy selector (SPEC.md §3, §4.2, §7 for T0 rows) over contiguous shards of one batch (in ID order), one
     launch per shard (``launch.warps[0]`` warps per program), into ``out``: each row's outputs as a T0 row of
-    ``propose`` gets them. The row's last program, counted in over every shard's tiles, writes them."""
+    ``propose`` gets them. The row's last program, counted in over every shard's tiles, writes them.
+    ``launch.greedy`` "rescan" on one shard: the tiles keep their maxima only (``_greedy.py``)."""
     b, dev = xs[0].shape[0], xs[0].device
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     total = sum(n)
     part = torch.empty((b, total), dtype=torch.int64, device=dev)
     counters = _workspace.counters(dev, b)  # the row's last program leaves them all 0 again
     pdl = use_pdl(dev, launch)
+    rescan = launch.greedy == "rescan" and len(xs) == 1  # the last program re-reads a tile of its own tensor
     offset = base = 0
     for s, nt in zip(xs, n, strict=True):
         _greedy._greedy_kernel[(b, nt)](
@@ -258,6 +260,7 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
             NT=triton.next_power_of_2(total),
             K=K,
             PDL=pdl,
+            RESCAN=rescan,
             num_warps=launch.warps[0],
             **_options(pdl),
         )

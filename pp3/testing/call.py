@@ -158,8 +158,8 @@ class Call:
     cuts: tuple[int, ...] = ()  # the kernels run over contiguous shards [0, c_1), [c_1, c_2), ... [c_n, V)
     name: str = ""  # what the call is, in reports (not part of its repr)
     # The kernel: "propose" (the segment selector on one tensor; over ``cuts``, tile_candidates and finalize), "tiles"
-    # (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor) or "greedy" (``greedy``; every
-    # temperature is 0).
+    # (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor), "greedy" (``greedy``; every
+    # temperature is 0) or "rescan" (``greedy`` with LaunchConfig(greedy="rescan")).
     kernel: str = "propose"
 
     @property
@@ -191,6 +191,10 @@ class Call:
     def as_greedy(self) -> Call:
         """This call's rows through the greedy selector: every target temperature +0.0 (the reference's T0 rows)."""
         return self.replace(temperature=np.zeros_like(self.temperature), kernel="greedy", name=f"{self.name} greedy")
+
+    def as_rescan(self) -> Call:
+        """This call's rows through the greedy selector that re-reads the winning tile (``LaunchConfig.greedy``)."""
+        return self.as_greedy().replace(kernel="rescan", name=f"{self.name} rescan")
 
     def as_tiles(self) -> Call:
         """This call through the tile selector (its two launches) rather than the segment selector."""
@@ -236,8 +240,8 @@ class Call:
         """The Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
         interpreter), through the public launchers: ``propose``, or over ``cuts`` one ``tile_candidates`` per shard
         (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order; ``kernel`` "tiles"
-        through ``propose`` with the tile selector, "greedy" through ``greedy`` (``greedy_sharded`` over ``cuts``).
-        The result as NumPy arrays."""
+        through ``propose`` with the tile selector, "greedy" through ``greedy`` (``greedy_sharded`` over ``cuts``),
+        "rescan" the same with ``LaunchConfig(greedy="rescan")``. The result as NumPy arrays."""
         import torch
 
         from pp3 import kernels
@@ -245,9 +249,10 @@ class Call:
         dev = default_device() if device is None else device
         x = self.torch_logits(dev)
         edges = [0, *self.cuts, self.v]
-        if self.kernel == "greedy":
+        if self.kernel in ("greedy", "rescan"):
             shards = [x[:, a:c] for a, c in itertools.pairwise(edges)]
-            out: Proposal = to_numpy(kernels.greedy_sharded(shards, tile=self.tile))
+            how = kernels.LaunchConfig(greedy="rescan" if self.kernel == "rescan" else "keys")
+            out: Proposal = to_numpy(kernels.greedy_sharded(shards, tile=self.tile, launch=how))
             return out
         args = (*self.kernel_row_args(dev), self.tau)
         if not self.cuts:
@@ -271,7 +276,11 @@ class Call:
                 f"round={list(self.round)!r}, position={list(self.position)!r}, "
                 f"tau=float.fromhex({self.tau.hex()!r}), tile={self.tile}, tensor_args={self.tensor_args}"
                 + (f", cuts={list(self.cuts)!r})" if self.cuts else ")")
-                + {"propose": "", "tiles": ".as_tiles()", "greedy": ".as_greedy()"}[self.kernel])
+                + _REPLAY[self.kernel])
+
+
+# How a replay line turns a propose call into each kernel's call (``Call.kernel``).
+_REPLAY = {"propose": "", "tiles": ".as_tiles()", "greedy": ".as_greedy()", "rescan": ".as_rescan()"}
 
 
 def make_case(
