@@ -30,10 +30,15 @@ TILES = (32, 64, 128, None)  # None: the launcher's own tile (1024 here, one pro
 
 def check(case: Call) -> None:
     """Both selectors on the call (the segment selector of ``propose``, and the tile selector) against the
-    reference."""
+    reference; and the greedy selector, both ways (``LaunchConfig.greedy``), against the reference on the call's rows
+    as T0 rows."""
     want = case.run_reference()
     for call in (case, case.as_tiles()):
         assert_same(call, call.run_kernel(), want)
+    greedy = case.as_greedy()
+    want0 = greedy.run_reference()
+    for call in (greedy, case.as_rescan()):
+        assert_same(call, call.run_kernel(), want0)
 
 
 # ------------------------------------------------------------------------------------------------ fp32 edges
