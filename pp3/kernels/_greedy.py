@@ -20,6 +20,8 @@ import triton.language as tl
 
 from pp3.kernels._common import (
     EMPTY_ID,
+    KIND_BF16,
+    KIND_F32,
     OKEY_NEG_INF,
     OKEY_POS_INF,
     TICKETS,
@@ -36,6 +38,20 @@ from pp3.kernels._common import (
 def _max_nan(a: tl.tensor, b: tl.tensor) -> tl.tensor:
     """The larger of a and b, NaN if either is (PTX max.NaN.f32): a tile's maximum then says whether it holds a NaN."""
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _peak(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+    """The NaN-propagating maximum of a block of raw logit bits, as an fp32 scalar (its value exactly): fp32 as it is;
+    bf16 widened by a shift (§2.1, as ``_widen_bits``); fp16 reduced as fp16 (two entries per instruction on the GPU)
+    and its maximum widened, which is the maximum of the widened entries (widening is exact and keeps the order)."""
+    if KIND == KIND_F32:
+        m = tl.reduce(raw.to(tl.float32, bitcast=True), 0, _max_nan)
+    elif KIND == KIND_BF16:
+        m = tl.reduce((raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True), 0, _max_nan)
+    else:
+        m = tl.reduce(raw.to(tl.float16, bitcast=True), 0, _max_nan).to(tl.float32)
+    return m
 
 
 @triton.jit
@@ -69,12 +85,21 @@ def _greedy_kernel(
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
-    offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
-    bits = _load_padded(x_ptr + b * stride_row + offs, offs < v_shard, KIND)
     if RESCAN:
-        peak = tl.reduce(bits.to(tl.float32, bitcast=True), 0, _max_nan)
+        # A whole tile (all but a row's last, where V is no multiple of TILE) loads without a mask and reduces in
+        # one operation per entry; the last tile pads with -inf (_load_padded).
+        lanes = tl.arange(0, TILE)
+        tile_ptr = x_ptr + b * stride_row + t.to(tl.int64) * TILE
+        left = v_shard - t * TILE  # entries from this tile's first to the row's end
+        if left >= TILE:
+            peak = _peak(tl.load(tile_ptr + lanes), KIND)
+        else:
+            peak = tl.reduce(_load_padded(tile_ptr + lanes, lanes < left, KIND).to(tl.float32, bitcast=True), 0,
+                             _max_nan)
         tl.store(part_ptr + b * n_tiles + tile_base + t, peak.to(tl.int32, bitcast=True).to(tl.int64))
     else:
+        offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
+        bits = _load_padded(x_ptr + b * stride_row + offs, offs < v_shard, KIND)
         best = _best_key(bits, id_offset + t.to(tl.int64) * TILE, TILE)  # every NaN above the rest
         tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
     if _last_of_row(cnt_ptr, b, n_tiles):
