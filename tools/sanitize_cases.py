@@ -4,7 +4,8 @@ this module under memcheck, initcheck and racecheck on a CUDA GPU; each tool mus
     python -m tools.sanitize_cases [--device cpu]     (cpu: Triton's interpreter, TRITON_INTERPRET=1, V <= 5000)
 
 Every launched kernel of the selector and the verifier is in it: ``propose`` (fp32/fp16/bf16; V = 1, 31, 33, 5000,
-163840; NaN, +inf, all -inf rows and bad temperatures beside ordinary ones; T0 rows), ``propose_sharded``,
+163840; NaN, +inf, all -inf rows and bad temperatures beside ordinary ones; T0 rows), ``greedy`` both ways
+(``LaunchConfig.greedy``), ``propose_sharded``,
 ``tile_candidates`` into one buffer, ``finalize`` on malformed candidates (``pp3.testing.candidates.corpus``: keys
 swapped or repeated in a tile, unknown flag bits, keys the flags deny, tiles out of ID order, all-zero, all -1 and
 random keys, empty tiles; IDs past the vocabulary, overlapping shards), and ``verify``
@@ -70,10 +71,12 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
             select.propose(x, *_keys(6, dev), launch=LaunchConfig(segment=32))
             select.greedy(x)
             select.greedy(_adversarial(x), tile=32)
+            select.greedy(_adversarial(x), tile=32, launch=LaunchConfig(greedy="rescan"))
     x = torch.randn(2, _big(dev), device=dev, generator=g)
     select.propose(x, *_keys(2, dev))
     select.propose_sharded([x[:, :1000], x[:, 1000:]], *_keys(2, dev))
     select.greedy(x)
+    select.greedy(x, launch=LaunchConfig(greedy="rescan"))
     select.greedy_sharded([x[:, :1000], x[:, 1000:]])
     ramp = torch.arange(_big(dev), device=dev, dtype=torch.float32).expand(2, -1).contiguous()
     select.propose(ramp, *_keys(2, dev))  # sorted rows: the segment selector's fallback scan
