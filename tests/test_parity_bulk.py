@@ -41,8 +41,8 @@ def _reference_kernel(flip_row: int | None) -> Any:
     return propose
 
 
-def _reference_greedy(x: Tensor) -> Any:
-    """The greedy selector as the reference's T0 rows."""
+def _reference_greedy(x: Tensor, **_: Any) -> Any:
+    """The greedy selector (either way of ``LaunchConfig.greedy``) as the reference's T0 rows."""
     keys = torch.zeros(x.shape[0], dtype=torch.int64)
     return _reference_kernel(None)(x, torch.zeros(x.shape[0]), keys, keys, keys)
 
@@ -62,6 +62,7 @@ def test_bulk_counts_rows_and_catches_a_wrong_token(
     else:
         assert table.rows["bulk"]["token"] == 2 and table.mismatches() == 2  # row 5 of each of the 2 batches
         assert table.rows["bulk tiles"]["token"] == 0 and table.rows["bulk greedy"]["token"] == 0
+        assert table.rows["bulk rescan"]["token"] == 0
         assert failures.first is not None and failures.first.exists()
         dumped = np.load(failures.first)
         assert dumped["bits"].shape == (16, 300)
