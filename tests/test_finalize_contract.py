@@ -153,7 +153,7 @@ def test_the_corpus_fails_exactly_its_broken_rows(case: int) -> None:
     rows the contract's second reading calls broken, the other rows equal to the reference."""
     x = _logits()
     c = select.tile_candidates(x, tile=TILE)
-    variants = candidates.corpus(c.keys, c.flags, torch)
+    variants = candidates.corpus(c.keys, c.flags)
     assert len(variants) == 12
     name, keys, flags = variants[case]
     got = _run(Candidates(keys=keys, flags=flags))

@@ -96,7 +96,7 @@ def malformed_candidates(dev: torch.device, g: torch.Generator) -> None:
     c = select.tile_candidates(x, tile=64)
     lo = select.tile_candidates(x[:, :128], tile=64)
     hi = select.tile_candidates(x[:, 118:], id_offset=118, tile=64)
-    cases = [(k, f, 200) for _, k, f in candidates.corpus(c.keys, c.flags, torch)]
+    cases = [(k, f, 200) for _, k, f in candidates.corpus(c.keys, c.flags)]
     cases.append((c.keys, c.flags, 150))  # IDs past the vocabulary
     cases.append((torch.cat([lo.keys, hi.keys], 1).contiguous(), torch.cat([lo.flags, hi.flags], 1).contiguous(), 200))
     for k, f, v in cases:

@@ -335,10 +335,10 @@ def bulk(
         t0_rows = np.flatnonzero((temp == 0) | np.isin(ref.status, (1, 2, 3)))  # a T0 row's outputs (§3, §7)
         ref_t0, got_t0, rescan_t0 = (Proposal(*(getattr(p, f)[t0_rows] for f in SELECTOR_FIELDS))
                                      for p in (ref, got_greedy, got_rescan))
-        for suite, k, r_out, k_out, greedy in (("bulk", got.status.shape[0], ref, got, ""),
-                                               ("bulk tiles", got.status.shape[0], ref, got_tiles, ""),
-                                               ("bulk greedy", t0_rows.size, ref_t0, got_t0, "greedy"),
-                                               ("bulk rescan", t0_rows.size, ref_t0, rescan_t0, "rescan")):
+        for suite, k, r_out, k_out, as_t0 in (("bulk", got.status.shape[0], ref, got, None),
+                                              ("bulk tiles", got.status.shape[0], ref, got_tiles, None),
+                                              ("bulk greedy", t0_rows.size, ref_t0, got_t0, Call.as_greedy),
+                                              ("bulk rescan", t0_rows.size, ref_t0, rescan_t0, Call.as_rescan)):
             mism = rows_per_field(k_out, r_out)
             table.add(suite, k, mism, 0.0)
             if any(mism.values()):
@@ -346,9 +346,8 @@ def bulk(
                 s, r, p = (tuple(int(k) for k in a) for a in (seed, rnd, pos))
                 call = Call(FORMATS["fp32"], x.view(np.uint32), temp, s, r, p, DEFAULT_TAU, None, True,
                             name=f"bulk[seed={bulk_seed}]")
-                if greedy:
-                    call = call.take(t0_rows.tolist())
-                    call = call.as_greedy() if greedy == "greedy" else call.as_rescan()
+                if as_t0 is not None:
+                    call = as_t0(call.take(t0_rows.tolist()))
                 failures.add(call, r_out, k_out)
         done += got.status.shape[0]
         if done - last_print >= 50_000 or done >= n_rows:

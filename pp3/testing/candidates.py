@@ -58,10 +58,12 @@ def _flag_of(okey: int) -> int:
     return FINITE if OKEY_NEG_INF < okey < OKEY_POS_INF else NAN
 
 
-def corpus(keys: Any, flags: Any, torch: Any) -> list[tuple[str, Any, Any]]:
+def corpus(keys: Any, flags: Any) -> list[tuple[str, Any, Any]]:
     """Malformed variants of well-formed candidates (``keys`` [B, T, K], ``flags`` [B, T] torch tensors of one
     ``tile_candidates`` call, B >= 2, T >= 3, on any device): (name, keys, flags), each contiguous. Each variant but
     the last ("empty tiles", the padding an exchange may leave) breaks the contract in at least one row."""
+    import torch
+
     gen = torch.Generator().manual_seed(28)
     dev = keys.device
     swapped = keys.clone()
