@@ -39,7 +39,7 @@ def make_inputs(n_sets: int, depth: int, b: int, v: int, dtype: Any, seed: int) 
 
 def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) -> int:
     """pp3 kernels vs the NumPy reference on the benchmark's own inputs (both selectors, every timed segment setting,
-    the greedy selector against the T0 rows; the first two positions); returns mismatching rows."""
+    every greedy selector setting against the T0 rows; the first two positions); returns mismatching rows."""
     import pp3.reference as ref
     from pp3.kernels import LaunchConfig, greedy, propose
 
@@ -51,17 +51,19 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
         for launch in (LaunchConfig(), LaunchConfig(selector="tiles"), *keys["launches"]):
             bad += int(row_mismatch(to_numpy(propose(x, keys["temp"], *seeds, tile=tile, launch=launch)), want).sum())
         want0 = ref.propose(host_logits(x), keys["temp0"].cpu().numpy(), *host)
-        for how in ("keys", "rescan"):
-            bad += int(row_mismatch(to_numpy(greedy(x, launch=LaunchConfig(greedy=how))), want0).sum())
+        greedy_runs = [(None, 8, how) for how in ("keys", "rescan", "rescan2")] + keys["greedy"]
+        for t, w, how in greedy_runs:
+            got = greedy(x, tile=t, launch=LaunchConfig(warps=(w, 8), greedy=how))
+            bad += int(row_mismatch(to_numpy(got), want0).sum())
     return bad
 
 
 def implementations(
-    tiles: list[int | None], warps: list[tuple[int, int]], segments: list[Any], greedy_cfg: list[tuple[int, int]]
+    tiles: list[int | None], warps: list[tuple[int, int]], segments: list[Any], greedy_cfg: list[tuple[int, int, str]]
 ) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
     """name -> factory(depth buffers, keys) -> the step that runs the depth loop once; ``tiles`` and ``warps``
     (the tile selector's launch 1, launch 2) add a row per fixed tile size and per warp pair, ``segments`` a row per
-    segment-selector ``LaunchConfig``, ``greedy_cfg`` a row per (tile, warps) of the greedy selector."""
+    segment-selector ``LaunchConfig``, ``greedy_cfg`` a row per (tile, warps, how) of the greedy selector."""
     import torch
 
     from bench._floor import RowMax
@@ -194,8 +196,9 @@ def implementations(
         out[f"pp3 segments warps={ws} L={cfg.segment}"] = pp3_launch(cfg)
     out["pp3 greedy kernel"] = pp3_greedy_kernel(None, 8)
     out["pp3 greedy kernel, rescan"] = pp3_greedy_kernel(None, 8, "rescan")
-    for t, w in greedy_cfg:
-        out[f"pp3 greedy kernel tile={t} warps={w}"] = pp3_greedy_kernel(t, w)
+    out["pp3 greedy kernel, rescan2"] = pp3_greedy_kernel(None, 8, "rescan2")
+    for t, w, how in greedy_cfg:
+        out[f"pp3 greedy kernel {how} tile={t} warps={w}"] = pp3_greedy_kernel(t, w, how)
     out.update(
         {
             "pp3 tiles": pp3_launch(LaunchConfig(selector="tiles")),
@@ -325,12 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warps", nargs="*", default=[], help="the tile selector's launch-1,launch-2 warp pairs to sweep")
     ap.add_argument("--segments", nargs="*", default=[],
                     help="segment-selector settings warpsA,warpsB,warpsC,L (L 0: automatic), e.g. 4,1,4,1024")
-    ap.add_argument("--greedy", nargs="*", default=[], help="greedy-selector tile,warps pairs to sweep, e.g. 2048,4")
+    ap.add_argument("--greedy", nargs="*", default=[],
+                    help="greedy-selector tile,warps,how (LaunchConfig.greedy) to sweep, e.g. 2048,4,keys")
     ap.add_argument("--warm-flashinfer", action="store_true",
                     help="run the FlashInfer row's call once (builds its JIT kernels) and exit: 0 if it ran")
     args = ap.parse_args(argv)
     warps = [(int(a), int(b)) for a, b in (w.split(",") for w in args.warps)]
-    greedy_cfg = [(int(a), int(b)) for a, b in (w.split(",") for w in args.greedy)]
+    greedy_cfg = [(int(a), int(b), c) for a, b, c in (w.split(",") for w in args.greedy)]
 
     import torch
 
@@ -375,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                         "round": torch.full((b,), 3, device="cuda", dtype=torch.int64),
                         "pos": [torch.full((b,), 100 + d, device="cuda", dtype=torch.int64) for d in range(depth)],
                         "launches": segments,
+                        "greedy": greedy_cfg,
                     }
                     bad = check_parity(xs_sets, keys, None)
                     if bad:

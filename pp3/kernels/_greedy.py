@@ -61,12 +61,46 @@ def _lowest_at(values: tl.tensor, m: tl.tensor, N: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
+def _rescan_row(x_ptr: tl.tensor, stride_row: tl.tensor, v_shard: tl.tensor, id_offset: tl.tensor, part_ptr: tl.tensor,
+                b: tl.tensor, n_tiles: tl.tensor, KIND: tl.constexpr, TILE: tl.constexpr, NT: tl.constexpr
+                ) -> tuple[tl.tensor, tl.tensor]:
+    """Row b's §3 status and §4.2 token from its tiles' NaN-propagating maxima (RESCAN; one shard): the row's maximum
+    M, the status from M alone, and the lowest index equal to M in the first tile whose maximum is M, read again."""
+    ti = tl.arange(0, NT)
+    peaks = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+    peaks = tl.where(ti < n_tiles, peaks.to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
+    m = tl.reduce(peaks, 0, _max_nan)
+    # §3 in precedence order, from the row's maximum alone.
+    status = tl.where(m != m, 1, tl.where(m == float("inf"), 2, tl.where(m == float("-inf"), 3, 0)))
+    ok = status == 0
+    # §4.2: the first tile holding m, read again (an L2 hit), and the lowest index in it equal to m.
+    first_tile = _lowest_at(peaks, m, NT).to(tl.int64)
+    again = first_tile * TILE + tl.arange(0, TILE)
+    row = _load_padded(x_ptr + b * stride_row + again, _masked_by(again < v_shard, ok), KIND)
+    first = _lowest_at(row.to(tl.float32, bitcast=True), m, TILE)
+    return status, tl.where(ok, (id_offset + first_tile * TILE + first).to(tl.int32), EMPTY_ID)
+
+
+@triton.jit
+def _write_row(b: tl.tensor, status: tl.tensor, g: tl.tensor, status_ptr: tl.tensor, token_ptr: tl.tensor,
+               ids_ptr: tl.tensor, tickets_ptr: tl.tensor, K: tl.constexpr) -> None:
+    """Row b's outputs as a T0 row of ``propose`` has them."""
+    ok = status == 0
+    slot = tl.arange(0, K)
+    tl.store(status_ptr + b, status.to(tl.int8))
+    tl.store(token_ptr + b, g)
+    # §7: a T0 row's slot 0 is (g, 2^24), the other slots empty; a failed row has every slot empty.
+    tl.store(ids_ptr + b * K + slot, tl.where(slot == 0, g, EMPTY_ID))
+    tl.store(tickets_ptr + b * K + slot, tl.where((slot == 0) & ok, TICKETS, 0))
+
+
+@triton.jit
 def _greedy_kernel(
     x_ptr: tl.tensor,  # [B, V_shard] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
     stride_row: tl.tensor,  # elements between rows of x
     v_shard: tl.tensor,  # entries in this shard (>= 1)
     id_offset: tl.tensor,  # global token ID of the shard's entry 0
-    part_ptr: tl.tensor,  # [B, n_tiles] int64 scratch: each tile's largest key (uint64 bits)
+    part_ptr: tl.tensor,  # [B, n_tiles] int64 scratch: each tile's largest key (uint64 bits) or maximum (RESCAN)
     cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0 (_workspace; left all 0)
     tile_base: tl.tensor,  # index of this shard's first tile in the row's tiles
     n_tiles: tl.tensor,  # tiles per row over all shards
@@ -80,6 +114,7 @@ def _greedy_kernel(
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
     RESCAN: tl.constexpr,  # tiles store their NaN-propagating maxima; the last program re-reads one tile (one shard)
+    MERGE: tl.constexpr,  # the row's last program finishes the row (else _merge_kernel does, RESCAN only)
 ) -> None:
     # One program per (row, tile): the tile's largest key (or maximum); the row's last program finishes the row.
     _pdl_prologue(PDL)
@@ -102,33 +137,42 @@ def _greedy_kernel(
         bits = _load_padded(x_ptr + b * stride_row + offs, offs < v_shard, KIND)
         best = _best_key(bits, id_offset + t.to(tl.int64) * TILE, TILE)  # every NaN above the rest
         tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
-    if _last_of_row(cnt_ptr, b, n_tiles):
-        ti = tl.arange(0, NT)
-        if RESCAN:
-            peaks = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
-            peaks = tl.where(ti < n_tiles, peaks.to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
-            m = tl.reduce(peaks, 0, _max_nan)
-            # §3 in precedence order, from the row's maximum alone.
-            status = tl.where(m != m, 1, tl.where(m == float("inf"), 2, tl.where(m == float("-inf"), 3, 0)))
-            ok = status == 0
-            # §4.2: the first tile holding m, read again (an L2 hit), and the lowest index in it equal to m.
-            first_tile = _lowest_at(peaks, m, NT).to(tl.int64)
-            again = first_tile * TILE + tl.arange(0, TILE)
-            row = _load_padded(x_ptr + b * stride_row + again, _masked_by(again < v_shard, ok), KIND)
-            first = _lowest_at(row.to(tl.float32, bitcast=True), m, TILE)
-            g = tl.where(ok, (id_offset + first_tile * TILE + first).to(tl.int32), EMPTY_ID)
-        else:
-            parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
-            top = tl.max(parts.to(tl.uint64, bitcast=True))
-            okey = (top >> 32).to(tl.uint32)
-            # §3 in precedence order, from the row's largest key alone.
-            status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
-                                                              tl.where(okey <= OKEY_NEG_INF, 3, 0)))
-            ok = status == 0
-            g = tl.where(ok, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equal values
-        slot = tl.arange(0, K)
-        tl.store(status_ptr + b, status.to(tl.int8))
-        tl.store(token_ptr + b, g)
-        # §7: a T0 row's slot 0 is (g, 2^24), the other slots empty; a failed row has every slot empty.
-        tl.store(ids_ptr + b * K + slot, tl.where(slot == 0, g, EMPTY_ID))
-        tl.store(tickets_ptr + b * K + slot, tl.where((slot == 0) & ok, TICKETS, 0))
+    if MERGE:
+        if _last_of_row(cnt_ptr, b, n_tiles):
+            if RESCAN:
+                status, g = _rescan_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, KIND, TILE, NT)
+            else:
+                ti = tl.arange(0, NT)
+                parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+                top = tl.max(parts.to(tl.uint64, bitcast=True))
+                okey = (top >> 32).to(tl.uint32)
+                # §3 in precedence order, from the row's largest key alone.
+                status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
+                                                                  tl.where(okey <= OKEY_NEG_INF, 3, 0)))
+                g = tl.where(status == 0, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equals
+            _write_row(b, status, g, status_ptr, token_ptr, ids_ptr, tickets_ptr, K)
+
+
+@triton.jit
+def _merge_kernel(
+    x_ptr: tl.tensor,  # [B, V] raw logit bits, as _greedy_kernel's (one shard)
+    stride_row: tl.tensor,
+    v_shard: tl.tensor,
+    id_offset: tl.tensor,
+    part_ptr: tl.tensor,  # [B, n_tiles] the tiles' maxima (_greedy_kernel with RESCAN and not MERGE)
+    n_tiles: tl.tensor,
+    status_ptr: tl.tensor,  # [B] int8 out
+    token_ptr: tl.tensor,  # [B] int32 out
+    ids_ptr: tl.tensor,  # [B, K] int32 out
+    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    KIND: tl.constexpr,
+    TILE: tl.constexpr,
+    NT: tl.constexpr,
+    K: tl.constexpr,
+    PDL: tl.constexpr,
+) -> None:
+    # One program per row, a launch after the tiles' (no row counters): _rescan_row, then the outputs.
+    _pdl_prologue(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    status, g = _rescan_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, KIND, TILE, NT)
+    _write_row(b, status, g, status_ptr, token_ptr, ids_ptr, tickets_ptr, K)

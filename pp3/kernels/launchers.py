@@ -228,14 +228,17 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
     """The greedy selector (SPEC.md §3, §4.2, §7 for T0 rows) over contiguous shards of one batch (in ID order), one
     launch per shard (``launch.warps[0]`` warps per program), into ``out``: each row's outputs as a T0 row of
     ``propose`` gets them. The row's last program, counted in over every shard's tiles, writes them.
-    ``launch.greedy`` "rescan" on one shard: the tiles keep their maxima only (``_greedy.py``)."""
+    ``launch.greedy`` "rescan" on one shard: the tiles keep their maxima only (``_greedy.py``); "rescan2": the same
+    tiles, and a second launch of one program per row finishes the rows instead of their last programs."""
     b, dev = xs[0].shape[0], xs[0].device
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     total = sum(n)
     part = torch.empty((b, total), dtype=torch.int64, device=dev)
     counters = _workspace.counters(dev, b)  # the row's last program leaves them all 0 again
     pdl = use_pdl(dev, launch)
-    rescan = launch.greedy == "rescan" and len(xs) == 1  # the last program re-reads a tile of its own tensor
+    rescan = launch.greedy in ("rescan", "rescan2") and len(xs) == 1  # a row's tile is read again from its tensor
+    merge = not (rescan and launch.greedy == "rescan2")
+    nt_pow = triton.next_power_of_2(total)
     offset = base = 0
     for s, nt in zip(xs, n, strict=True):
         _greedy._greedy_kernel[(b, nt)](
@@ -257,15 +260,40 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
             # compile-time
             KIND=KIND[s.dtype],
             TILE=tile,
-            NT=triton.next_power_of_2(total),
+            NT=nt_pow,
             K=K,
             PDL=pdl,
             RESCAN=rescan,
+            MERGE=merge,
             num_warps=launch.warps[0],
             **_options(pdl),
         )
         offset += s.shape[1]
         base += nt
+    if not merge:
+        s = xs[0]
+        _greedy._merge_kernel[(b,)](
+            # inputs
+            s.view(RAW[s.dtype]),
+            s.stride(0),
+            s.shape[1],
+            0,
+            part,
+            total,
+            # outputs
+            out.status,
+            out.token,
+            out.ids,
+            out.tickets,
+            # compile-time
+            KIND=KIND[s.dtype],
+            TILE=tile,
+            NT=nt_pow,
+            K=K,
+            PDL=pdl,
+            num_warps=launch.warps[0],
+            **_options(pdl),
+        )
     return out
 
 
