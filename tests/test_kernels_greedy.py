@@ -85,13 +85,13 @@ def _check(x32: np.ndarray[Any, Any], fmt: str, *, tile: int | None = None, cuts
     (5000, None),  # the automatic tile
     (32000, None),  # the row's end inside its last tile (fp16 / bf16 once read NaN there on the H200)
 ])
-@pytest.mark.parametrize("how", ["keys", "rescan", "rescan2"])
+@pytest.mark.parametrize("how", ["keys", "rescan", "keys2", "rescan2"])
 def test_equals_the_reference_t0_rows(fmt: str, v: int, tile: int | None, how: str) -> None:
     _check(_rows(v, v), fmt, tile=tile, how=how)
 
 
 @pytest.mark.parametrize("cuts", [(1,), (37,), (64, 65), (300, 301, 700)])
-@pytest.mark.parametrize("how", ["keys", "rescan", "rescan2"])  # shards keep the keys either way
+@pytest.mark.parametrize("how", ["keys", "rescan", "keys2", "rescan2"])  # shards keep the keys either way
 def test_shards_equal_the_whole_row(cuts: tuple[int, ...], how: str) -> None:
     _check(_rows(1000, 3), "fp32", tile=64, cuts=cuts, how=how)
 
@@ -102,7 +102,7 @@ def test_subnormal_half_precision_logits() -> None:
     x[0] = np.float16(6e-8) * np.arange(64)
     x[0, 40] = x[0, 63]
     x[1] = -np.float32(1e-40) * np.arange(64)
-    for fmt, how in itertools.product(("fp16", "bf16"), ("keys", "rescan", "rescan2")):
+    for fmt, how in itertools.product(("fp16", "bf16"), ("keys", "rescan", "keys2", "rescan2")):
         _check(x, fmt, tile=32, how=how)
 
 

@@ -148,19 +148,24 @@ NAN_KEY = tl.constexpr(0xFFFFFFFF00000000)  # above the §4.1 key of every numbe
 
 
 @triton.jit
+def _max_nan(a: tl.tensor, b: tl.tensor) -> tl.tensor:
+    """The larger of a and b, NaN if either is (PTX max.NaN.f32): a block's maximum then says whether it holds a NaN."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def _best_key(bits: tl.tensor, first_id: tl.tensor, N: tl.constexpr) -> tl.tensor:
     """The largest §4.1 key of a block of N entries with IDs first_id .. first_id + N - 1, every NaN above them all
     (``NAN_KEY``), as a uint64 scalar. Entries past a row's end must read as -inf (``_load_padded``): their IDs are
-    above every real one, so they never win. With three reductions on 32-bit values instead of one on 64-bit keys:
-    the largest value m (an fp32 maximum is exact; -0.0 and +0.0 compare equal), the lowest index whose value equals
-    m, and the largest magnitude (a NaN of either sign is one above +inf's)."""
+    above every real one, so they never win. With two reductions on 32-bit values instead of one on 64-bit keys: the
+    NaN-propagating maximum m (NaN if the block holds a NaN; else exact, -0.0 and +0.0 equal) and the lowest index
+    whose value equals m (none when m is a NaN, whose key is NAN_KEY)."""
     x = bits.to(tl.float32, bitcast=True)
-    m = tl.max(x)
-    mag = tl.max(bits & 0x7FFFFFFF)
+    m = tl.reduce(x, 0, _max_nan)
     first = tl.min(tl.where(x == m, tl.arange(0, N), N))
     gid = (first_id + first).to(tl.uint64)
     key = (_value_key(m.to(tl.uint32, bitcast=True)).to(tl.uint64) << 32) | (0xFFFFFFFF - gid)
-    return tl.where(mag > 0x7F800000, NAN_KEY, key)
+    return tl.where(m != m, NAN_KEY, key)
 
 
 @triton.jit

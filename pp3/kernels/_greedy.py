@@ -30,14 +30,10 @@ from pp3.kernels._common import (
     _last_of_row,
     _load_padded,
     _masked_by,
+    _max_nan,
     _pdl_prologue,
+    _widen_bits,
 )
-
-
-@triton.jit
-def _max_nan(a: tl.tensor, b: tl.tensor) -> tl.tensor:
-    """The larger of a and b, NaN if either is (PTX max.NaN.f32): a tile's maximum then says whether it holds a NaN."""
-    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
@@ -95,6 +91,26 @@ def _write_row(b: tl.tensor, status: tl.tensor, g: tl.tensor, status_ptr: tl.ten
 
 
 @triton.jit
+def _finish_row(x_ptr: tl.tensor, stride_row: tl.tensor, v_shard: tl.tensor, id_offset: tl.tensor, part_ptr: tl.tensor,
+                b: tl.tensor, n_tiles: tl.tensor, status_ptr: tl.tensor, token_ptr: tl.tensor, ids_ptr: tl.tensor,
+                tickets_ptr: tl.tensor, KIND: tl.constexpr, TILE: tl.constexpr, NT: tl.constexpr, K: tl.constexpr,
+                RESCAN: tl.constexpr) -> None:
+    """Row b's outputs from its tiles' partials: their maxima (RESCAN, _rescan_row) or their largest keys."""
+    if RESCAN:
+        status, g = _rescan_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, KIND, TILE, NT)
+    else:
+        ti = tl.arange(0, NT)
+        parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+        top = tl.max(parts.to(tl.uint64, bitcast=True))
+        okey = (top >> 32).to(tl.uint32)
+        # §3 in precedence order, from the row's largest key alone.
+        status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
+                                                          tl.where(okey <= OKEY_NEG_INF, 3, 0)))
+        g = tl.where(status == 0, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equal values
+    _write_row(b, status, g, status_ptr, token_ptr, ids_ptr, tickets_ptr, K)
+
+
+@triton.jit
 def _greedy_kernel(
     x_ptr: tl.tensor,  # [B, V_shard] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
     stride_row: tl.tensor,  # elements between rows of x
@@ -114,18 +130,19 @@ def _greedy_kernel(
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
     RESCAN: tl.constexpr,  # tiles store their NaN-propagating maxima; the last program re-reads one tile (one shard)
-    MERGE: tl.constexpr,  # the row's last program finishes the row (else _merge_kernel does, RESCAN only)
+    MERGE: tl.constexpr,  # the row's last program finishes the row (else _merge_kernel does)
 ) -> None:
     # One program per (row, tile): the tile's largest key (or maximum); the row's last program finishes the row.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
+    # A whole tile (all but a row's last, where V is no multiple of TILE) loads without a mask; the last tile pads
+    # with -inf (_load_padded).
+    lanes = tl.arange(0, TILE)
+    tile_ptr = x_ptr + b * stride_row + t.to(tl.int64) * TILE
+    left = v_shard - t * TILE  # entries from this tile's first to the row's end
     if RESCAN:
-        # A whole tile (all but a row's last, where V is no multiple of TILE) loads without a mask and reduces in
-        # one operation per entry; the last tile pads with -inf (_load_padded).
-        lanes = tl.arange(0, TILE)
-        tile_ptr = x_ptr + b * stride_row + t.to(tl.int64) * TILE
-        left = v_shard - t * TILE  # entries from this tile's first to the row's end
+        # One operation per entry: the NaN-propagating maximum.
         if left >= TILE:
             peak = _peak(tl.load(tile_ptr + lanes), KIND)
         else:
@@ -133,24 +150,16 @@ def _greedy_kernel(
                              _max_nan)
         tl.store(part_ptr + b * n_tiles + tile_base + t, peak.to(tl.int32, bitcast=True).to(tl.int64))
     else:
-        offs = t.to(tl.int64) * TILE + tl.arange(0, TILE)
-        bits = _load_padded(x_ptr + b * stride_row + offs, offs < v_shard, KIND)
-        best = _best_key(bits, id_offset + t.to(tl.int64) * TILE, TILE)  # every NaN above the rest
+        first_id = id_offset + t.to(tl.int64) * TILE
+        if left >= TILE:
+            best = _best_key(_widen_bits(tl.load(tile_ptr + lanes), KIND), first_id, TILE)
+        else:
+            best = _best_key(_load_padded(tile_ptr + lanes, lanes < left, KIND), first_id, TILE)
         tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
     if MERGE:
         if _last_of_row(cnt_ptr, b, n_tiles):
-            if RESCAN:
-                status, g = _rescan_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, KIND, TILE, NT)
-            else:
-                ti = tl.arange(0, NT)
-                parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
-                top = tl.max(parts.to(tl.uint64, bitcast=True))
-                okey = (top >> 32).to(tl.uint32)
-                # §3 in precedence order, from the row's largest key alone.
-                status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
-                                                                  tl.where(okey <= OKEY_NEG_INF, 3, 0)))
-                g = tl.where(status == 0, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equals
-            _write_row(b, status, g, status_ptr, token_ptr, ids_ptr, tickets_ptr, K)
+            _finish_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, status_ptr, token_ptr, ids_ptr,
+                        tickets_ptr, KIND, TILE, NT, K, RESCAN)
 
 
 @triton.jit
@@ -159,7 +168,7 @@ def _merge_kernel(
     stride_row: tl.tensor,
     v_shard: tl.tensor,
     id_offset: tl.tensor,
-    part_ptr: tl.tensor,  # [B, n_tiles] the tiles' maxima (_greedy_kernel with RESCAN and not MERGE)
+    part_ptr: tl.tensor,  # [B, n_tiles] the tiles' partials (_greedy_kernel without MERGE)
     n_tiles: tl.tensor,
     status_ptr: tl.tensor,  # [B] int8 out
     token_ptr: tl.tensor,  # [B] int32 out
@@ -170,9 +179,10 @@ def _merge_kernel(
     NT: tl.constexpr,
     K: tl.constexpr,
     PDL: tl.constexpr,
+    RESCAN: tl.constexpr,  # as _greedy_kernel's
 ) -> None:
-    # One program per row, a launch after the tiles' (no row counters): _rescan_row, then the outputs.
+    # One program per row, a launch after the tiles' (no row counters).
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
-    status, g = _rescan_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, KIND, TILE, NT)
-    _write_row(b, status, g, status_ptr, token_ptr, ids_ptr, tickets_ptr, K)
+    _finish_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, status_ptr, token_ptr, ids_ptr,
+                tickets_ptr, KIND, TILE, NT, K, RESCAN)

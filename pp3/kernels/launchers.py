@@ -228,8 +228,8 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
     """The greedy selector (SPEC.md §3, §4.2, §7 for T0 rows) over contiguous shards of one batch (in ID order), one
     launch per shard (``launch.warps[0]`` warps per program), into ``out``: each row's outputs as a T0 row of
     ``propose`` gets them. The row's last program, counted in over every shard's tiles, writes them.
-    ``launch.greedy`` "rescan" on one shard: the tiles keep their maxima only (``_greedy.py``); "rescan2": the same
-    tiles, and a second launch of one program per row finishes the rows instead of their last programs."""
+    ``launch.greedy`` "rescan" on one shard: the tiles keep their maxima only (``_greedy.py``); "keys2", "rescan2":
+    the same tiles, and a second launch of one program per row finishes the rows instead of their last programs."""
     b, dev = xs[0].shape[0], xs[0].device
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     total = sum(n)
@@ -237,7 +237,7 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
     counters = _workspace.counters(dev, b)  # the row's last program leaves them all 0 again
     pdl = use_pdl(dev, launch)
     rescan = launch.greedy in ("rescan", "rescan2") and len(xs) == 1  # a row's tile is read again from its tensor
-    merge = not (rescan and launch.greedy == "rescan2")
+    merge = launch.greedy not in ("keys2", "rescan2")
     nt_pow = triton.next_power_of_2(total)
     offset = base = 0
     for s, nt in zip(xs, n, strict=True):
@@ -291,6 +291,7 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
             NT=nt_pow,
             K=K,
             PDL=pdl,
+            RESCAN=rescan,
             num_warps=launch.warps[0],
             **_options(pdl),
         )
