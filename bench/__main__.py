@@ -51,7 +51,7 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
         for launch in (LaunchConfig(), LaunchConfig(selector="tiles"), *keys["launches"]):
             bad += int(row_mismatch(to_numpy(propose(x, keys["temp"], *seeds, tile=tile, launch=launch)), want).sum())
         want0 = ref.propose(host_logits(x), keys["temp0"].cpu().numpy(), *host)
-        greedy_runs = [(None, 8, how) for how in ("keys", "rescan", "keys2", "rescan2")] + keys["greedy"]
+        greedy_runs = [(None, 8, how) for how in ("auto", "keys", "rescan")] + keys["greedy"]
         for t, w, how in greedy_runs:
             got = greedy(x, tile=t, launch=LaunchConfig(warps=(w, 8), greedy=how))
             bad += int(row_mismatch(to_numpy(got), want0).sum())
@@ -92,7 +92,7 @@ def implementations(
         return make
 
     def pp3_greedy_kernel(
-        tile: int | None, w: int, how: str = "keys"
+        tile: int | None, w: int, how: str = "auto"
     ) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
         launch = LaunchConfig(warps=(w, 8), greedy=how)
 
@@ -195,9 +195,8 @@ def implementations(
         ws = ",".join(str(n) for n in cfg.segment_warps)
         out[f"pp3 segments warps={ws} L={cfg.segment}"] = pp3_launch(cfg)
     out["pp3 greedy kernel"] = pp3_greedy_kernel(None, 8)
+    out["pp3 greedy kernel, keys"] = pp3_greedy_kernel(None, 8, "keys")
     out["pp3 greedy kernel, rescan"] = pp3_greedy_kernel(None, 8, "rescan")
-    out["pp3 greedy kernel, keys2"] = pp3_greedy_kernel(None, 8, "keys2")
-    out["pp3 greedy kernel, rescan2"] = pp3_greedy_kernel(None, 8, "rescan2")
     for t, w, how in greedy_cfg:
         out[f"pp3 greedy kernel {how} tile={t} warps={w}"] = pp3_greedy_kernel(t, w, how)
     out.update(

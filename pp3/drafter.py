@@ -8,7 +8,7 @@ driven through an internal adapter whose state is the context fed so far.
 ``draft`` is the ordinary greedy path: per position the argmax of the drafter logits (ties to the lower ID), exactly
 the selector's T0 output (SPEC.md §3, §4.2, §7: slot 0 = (g, 2^24)), with no host synchronisation, so it can be
 captured in a CUDA graph. On CUDA tensors (or with ``backend="triton"``) it runs the greedy selector kernel
-(``pp3.kernels.greedy``: one pass, one launch per position); on the CPU plain torch (``greedy_select``), importing
+(``pp3.kernels.greedy``: one pass, two launches per position); on the CPU plain torch (``greedy_select``), importing
 no kernel code.
 
 ``draft_sampled`` proposes with the selector (SPEC.md §2-§8: top-32 tickets and a keyed Philox draw). It is admitted

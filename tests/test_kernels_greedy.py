@@ -24,7 +24,7 @@ import triton.language as tl  # noqa: E402
 
 from pp3 import drafter  # noqa: E402
 from pp3 import reference as ref  # noqa: E402
-from pp3.kernels import LaunchConfig, _greedy, greedy, greedy_sharded  # noqa: E402
+from pp3.kernels import LaunchConfig, _greedy, greedy, greedy_sharded, launchers  # noqa: E402
 from pp3.kernels._common import _value_key  # noqa: E402
 from pp3.testing.call import FORMATS, bits_tensor  # noqa: E402
 from pp3.testing.compare import assert_equal  # noqa: E402
@@ -85,15 +85,28 @@ def _check(x32: np.ndarray[Any, Any], fmt: str, *, tile: int | None = None, cuts
     (5000, None),  # the automatic tile
     (32000, None),  # the row's end inside its last tile (fp16 / bf16 once read NaN there on the H200)
 ])
-@pytest.mark.parametrize("how", ["keys", "rescan", "keys2", "rescan2"])
+@pytest.mark.parametrize("how", ["keys", "rescan"])
 def test_equals_the_reference_t0_rows(fmt: str, v: int, tile: int | None, how: str) -> None:
     _check(_rows(v, v), fmt, tile=tile, how=how)
 
 
 @pytest.mark.parametrize("cuts", [(1,), (37,), (64, 65), (300, 301, 700)])
-@pytest.mark.parametrize("how", ["keys", "rescan", "keys2", "rescan2"])  # shards keep the keys either way
+@pytest.mark.parametrize("how", ["keys", "rescan"])  # shards keep the keys either way
 def test_shards_equal_the_whole_row(cuts: tuple[int, ...], how: str) -> None:
     _check(_rows(1000, 3), "fp32", tile=64, cuts=cuts, how=how)
+
+
+def test_the_automatic_reduction() -> None:
+    """LaunchConfig(greedy="auto") rescans one fp16/bf16 shard and keeps the keys for fp32 and for shards; "keys" and
+    "rescan" are what they say, except that shards always keep the keys (launch 2 re-reads one tensor)."""
+    one = {dt: [torch.zeros(1, 8, dtype=dt)] for dt in (torch.float32, torch.float16, torch.bfloat16)}
+    two = [torch.zeros(1, 8, dtype=torch.bfloat16)] * 2
+    auto, keys, rescan = LaunchConfig(), LaunchConfig(greedy="keys"), LaunchConfig(greedy="rescan")
+    assert auto.greedy == "auto"
+    assert [launchers.greedy_rescans(x, auto) for x in one.values()] == [False, True, True]
+    assert [launchers.greedy_rescans(x, keys) for x in one.values()] == [False, False, False]
+    assert [launchers.greedy_rescans(x, rescan) for x in one.values()] == [True, True, True]
+    assert not launchers.greedy_rescans(two, auto) and not launchers.greedy_rescans(two, rescan)
 
 
 def test_subnormal_half_precision_logits() -> None:
@@ -102,7 +115,7 @@ def test_subnormal_half_precision_logits() -> None:
     x[0] = np.float16(6e-8) * np.arange(64)
     x[0, 40] = x[0, 63]
     x[1] = -np.float32(1e-40) * np.arange(64)
-    for fmt, how in itertools.product(("fp16", "bf16"), ("keys", "rescan", "keys2", "rescan2")):
+    for fmt, how in itertools.product(("fp16", "bf16"), ("keys", "rescan")):
         _check(x, fmt, tile=32, how=how)
 
 

@@ -371,7 +371,7 @@ def bulk(
                     raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
             out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4])
             got = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
-            out = kernels.greedy(x)
+            out = kernels.greedy(x, launch=kernels.LaunchConfig(greedy="keys"))
             got_greedy = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
             out = kernels.greedy(x, launch=kernels.LaunchConfig(greedy="rescan"))
             got_rescan = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))

@@ -213,7 +213,8 @@ def exercise(device: torch.device) -> None:
             x = torch.randn(2, v, device=device, generator=g).to(dt)
             p = select.propose(x, temp, 1, 2, 3)  # "auto": the tile selector at 2 rows
             select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector="segments"))
-            select.greedy(x)
+            select.greedy(x)  # "auto": the keys at fp32, the rescan at fp16 and bf16
+            select.greedy(x, launch=LaunchConfig(greedy="keys"))
             select.greedy(x, launch=LaunchConfig(greedy="rescan"))
             select.finalize(select.tile_candidates(x, tile=32 if v == 100 else None), temp, 1, 2, 3, vocab_size=v)
         select.propose_sharded([x[:, :1000], x[:, 1000:]], temp, 1, 2, 3, tile=4096)

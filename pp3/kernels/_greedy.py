@@ -1,16 +1,21 @@
-"""Triton body of the greedy selector (SPEC.md §3, §4.2, §7 for T0 rows): one pass over each row, one launch. The
-launcher is ``launchers.greedy``; the helpers (widening, the §4.1 key, the row counters' protocol) are ``_common``'s.
+"""Triton body of the greedy selector (SPEC.md §3, §4.2, §7 for T0 rows): one pass over each row in two launches.
+The launcher is ``launchers.greedy``; the helpers (widening, the §4.1 key) are ``_common``'s.
+
+Launch 1 (``_tiles_kernel``), one program per (row, tile), reduces the tile to one partial; launch 2
+(``_rows_kernel``), one program per row, reduces the row's partials and writes its outputs. Two launches measured
+faster than one whose row's last program finishes the row (its row counter's atomic and fence in every program cost
+more than a second launch under programmatic dependent launch: bench/NOTES.md, "The greedy path in two launches").
 
 A row's largest §4.1 key, with every NaN moved above +inf, is its maximum with the lowest ID among equal values
-(§4.2), and tells the row's §3 status by itself: NaN if it is a NaN, +inf if it is +inf, zero mass if it is -inf. A
-tile's largest key comes from reductions on 32-bit values (``_best_key``), and the row's last program
-(``_last_of_row``) takes the largest of its tiles' keys.
+(§4.2), and tells the row's §3 status by itself: NaN if it is a NaN, +inf if it is +inf, zero mass if it is -inf.
+Without RESCAN a tile's partial is its largest key (``_best_key``: two reductions on 32-bit values) and launch 2 takes
+the largest of them.
 
-With RESCAN (one shard per launch, ``LaunchConfig(greedy="rescan")``) a tile reduces its entries to their
-NaN-propagating maximum alone, one operation per entry: NaN if the tile holds one, else its maximum value. The row's
-maximum M of these gives the §3 status the same way (NaN, +inf, -inf); the lowest ID with the value M lies in the
-first tile whose maximum equals M (-0.0 and +0.0 equal, as §4.2 compares them), which the last program reads again
-for the lowest index there. The same outputs as the keys, with the index search on one tile instead of on all.
+With RESCAN (one shard) a tile reduces its entries to their NaN-propagating maximum alone, one operation per entry:
+NaN if the tile holds one, else its maximum value. The row's maximum M of these gives the §3 status the same way
+(NaN, +inf, -inf); the lowest ID with the value M lies in the first tile whose maximum equals M (-0.0 and +0.0 equal,
+as §4.2 compares them), which launch 2 reads again for the lowest index there. The same outputs as the keys, with
+the index search on one tile instead of on all.
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ from pp3.kernels._common import (
     TICKETS,
     _best_key,
     _key_id,
-    _last_of_row,
     _load_padded,
     _masked_by,
     _max_nan,
@@ -57,82 +61,41 @@ def _lowest_at(values: tl.tensor, m: tl.tensor, N: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
-def _rescan_row(x_ptr: tl.tensor, stride_row: tl.tensor, v_shard: tl.tensor, id_offset: tl.tensor, part_ptr: tl.tensor,
-                b: tl.tensor, n_tiles: tl.tensor, KIND: tl.constexpr, TILE: tl.constexpr, NT: tl.constexpr
+def _rescan_row(x_ptr: tl.tensor, stride_row: tl.tensor, v_shard: tl.tensor, part_ptr: tl.tensor, b: tl.tensor,
+                n_tiles: tl.tensor, KIND: tl.constexpr, TILE: tl.constexpr, NT: tl.constexpr
                 ) -> tuple[tl.tensor, tl.tensor]:
     """Row b's §3 status and §4.2 token from its tiles' NaN-propagating maxima (RESCAN; one shard): the row's maximum
     M, the status from M alone, and the lowest index equal to M in the first tile whose maximum is M, read again."""
     ti = tl.arange(0, NT)
-    peaks = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+    peaks = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")  # L2: launch 1's
     peaks = tl.where(ti < n_tiles, peaks.to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
     m = tl.reduce(peaks, 0, _max_nan)
     # §3 in precedence order, from the row's maximum alone.
     status = tl.where(m != m, 1, tl.where(m == float("inf"), 2, tl.where(m == float("-inf"), 3, 0)))
     ok = status == 0
-    # §4.2: the first tile holding m, read again (an L2 hit), and the lowest index in it equal to m.
+    # §4.2: the first tile holding m, read again (from L2 where it still is), and the lowest index in it equal to m.
     first_tile = _lowest_at(peaks, m, NT).to(tl.int64)
     again = first_tile * TILE + tl.arange(0, TILE)
     row = _load_padded(x_ptr + b * stride_row + again, _masked_by(again < v_shard, ok), KIND)
     first = _lowest_at(row.to(tl.float32, bitcast=True), m, TILE)
-    return status, tl.where(ok, (id_offset + first_tile * TILE + first).to(tl.int32), EMPTY_ID)
+    return status, tl.where(ok, (first_tile * TILE + first).to(tl.int32), EMPTY_ID)
 
 
 @triton.jit
-def _write_row(b: tl.tensor, status: tl.tensor, g: tl.tensor, status_ptr: tl.tensor, token_ptr: tl.tensor,
-               ids_ptr: tl.tensor, tickets_ptr: tl.tensor, K: tl.constexpr) -> None:
-    """Row b's outputs as a T0 row of ``propose`` has them."""
-    ok = status == 0
-    slot = tl.arange(0, K)
-    tl.store(status_ptr + b, status.to(tl.int8))
-    tl.store(token_ptr + b, g)
-    # §7: a T0 row's slot 0 is (g, 2^24), the other slots empty; a failed row has every slot empty.
-    tl.store(ids_ptr + b * K + slot, tl.where(slot == 0, g, EMPTY_ID))
-    tl.store(tickets_ptr + b * K + slot, tl.where((slot == 0) & ok, TICKETS, 0))
-
-
-@triton.jit
-def _finish_row(x_ptr: tl.tensor, stride_row: tl.tensor, v_shard: tl.tensor, id_offset: tl.tensor, part_ptr: tl.tensor,
-                b: tl.tensor, n_tiles: tl.tensor, status_ptr: tl.tensor, token_ptr: tl.tensor, ids_ptr: tl.tensor,
-                tickets_ptr: tl.tensor, KIND: tl.constexpr, TILE: tl.constexpr, NT: tl.constexpr, K: tl.constexpr,
-                RESCAN: tl.constexpr) -> None:
-    """Row b's outputs from its tiles' partials: their maxima (RESCAN, _rescan_row) or their largest keys."""
-    if RESCAN:
-        status, g = _rescan_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, KIND, TILE, NT)
-    else:
-        ti = tl.arange(0, NT)
-        parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
-        top = tl.max(parts.to(tl.uint64, bitcast=True))
-        okey = (top >> 32).to(tl.uint32)
-        # §3 in precedence order, from the row's largest key alone.
-        status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
-                                                          tl.where(okey <= OKEY_NEG_INF, 3, 0)))
-        g = tl.where(status == 0, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equal values
-    _write_row(b, status, g, status_ptr, token_ptr, ids_ptr, tickets_ptr, K)
-
-
-@triton.jit
-def _greedy_kernel(
+def _tiles_kernel(
     x_ptr: tl.tensor,  # [B, V_shard] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
     stride_row: tl.tensor,  # elements between rows of x
     v_shard: tl.tensor,  # entries in this shard (>= 1)
     id_offset: tl.tensor,  # global token ID of the shard's entry 0
-    part_ptr: tl.tensor,  # [B, n_tiles] int64 scratch: each tile's largest key (uint64 bits) or maximum (RESCAN)
-    cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0 (_workspace; left all 0)
+    part_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's largest key (uint64 bits) or maximum (RESCAN)
     tile_base: tl.tensor,  # index of this shard's first tile in the row's tiles
     n_tiles: tl.tensor,  # tiles per row over all shards
-    status_ptr: tl.tensor,  # [B] int8 out
-    token_ptr: tl.tensor,  # [B] int32 out
-    ids_ptr: tl.tensor,  # [B, K] int32 out
-    tickets_ptr: tl.tensor,  # [B, K] int32 out
     KIND: tl.constexpr,  # _common.KIND_F32 / KIND_F16 / KIND_BF16
     TILE: tl.constexpr,  # entries per program, a power of two
-    NT: tl.constexpr,  # power of two >= n_tiles
-    K: tl.constexpr,  # 32
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
-    RESCAN: tl.constexpr,  # tiles store their NaN-propagating maxima; the last program re-reads one tile (one shard)
-    MERGE: tl.constexpr,  # the row's last program finishes the row (else _merge_kernel does)
+    RESCAN: tl.constexpr,  # tiles store their NaN-propagating maxima (one shard)
 ) -> None:
-    # One program per (row, tile): the tile's largest key (or maximum); the row's last program finishes the row.
+    # Launch 1, one program per (row, tile): the tile's largest key (or maximum).
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
@@ -156,19 +119,14 @@ def _greedy_kernel(
         else:
             best = _best_key(_load_padded(tile_ptr + lanes, lanes < left, KIND), first_id, TILE)
         tl.store(part_ptr + b * n_tiles + tile_base + t, best.to(tl.int64, bitcast=True))
-    if MERGE:
-        if _last_of_row(cnt_ptr, b, n_tiles):
-            _finish_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, status_ptr, token_ptr, ids_ptr,
-                        tickets_ptr, KIND, TILE, NT, K, RESCAN)
 
 
 @triton.jit
-def _merge_kernel(
-    x_ptr: tl.tensor,  # [B, V] raw logit bits, as _greedy_kernel's (one shard)
+def _rows_kernel(
+    x_ptr: tl.tensor,  # [B, V] raw logit bits, as launch 1's (RESCAN: the one shard; else not read)
     stride_row: tl.tensor,
     v_shard: tl.tensor,
-    id_offset: tl.tensor,
-    part_ptr: tl.tensor,  # [B, n_tiles] the tiles' partials (_greedy_kernel without MERGE)
+    part_ptr: tl.tensor,  # [B, n_tiles] the tiles' partials (launch 1)
     n_tiles: tl.tensor,
     status_ptr: tl.tensor,  # [B] int8 out
     token_ptr: tl.tensor,  # [B] int32 out
@@ -176,13 +134,29 @@ def _merge_kernel(
     tickets_ptr: tl.tensor,  # [B, K] int32 out
     KIND: tl.constexpr,
     TILE: tl.constexpr,
-    NT: tl.constexpr,
-    K: tl.constexpr,
+    NT: tl.constexpr,  # power of two >= n_tiles
+    K: tl.constexpr,  # 32
     PDL: tl.constexpr,
-    RESCAN: tl.constexpr,  # as _greedy_kernel's
+    RESCAN: tl.constexpr,  # as launch 1's
 ) -> None:
-    # One program per row, a launch after the tiles' (no row counters).
+    # Launch 2, one program per row: the row's status and token from its tiles' partials, then its outputs.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
-    _finish_row(x_ptr, stride_row, v_shard, id_offset, part_ptr, b, n_tiles, status_ptr, token_ptr, ids_ptr,
-                tickets_ptr, KIND, TILE, NT, K, RESCAN)
+    if RESCAN:
+        status, g = _rescan_row(x_ptr, stride_row, v_shard, part_ptr, b, n_tiles, KIND, TILE, NT)
+    else:
+        ti = tl.arange(0, NT)
+        parts = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")
+        top = tl.max(parts.to(tl.uint64, bitcast=True))
+        okey = (top >> 32).to(tl.uint32)
+        # §3 in precedence order, from the row's largest key alone.
+        status = tl.where(okey == 0xFFFFFFFF, 1, tl.where(okey == OKEY_POS_INF, 2,
+                                                          tl.where(okey <= OKEY_NEG_INF, 3, 0)))
+        g = tl.where(status == 0, _key_id(top), EMPTY_ID)  # §4.2: the maximum, the lowest ID among equal values
+    ok = status == 0
+    slot = tl.arange(0, K)
+    tl.store(status_ptr + b, status.to(tl.int8))
+    tl.store(token_ptr + b, g)
+    # §7: a T0 row's slot 0 is (g, 2^24), the other slots empty; a failed row has every slot empty.
+    tl.store(ids_ptr + b * K + slot, tl.where(slot == 0, g, EMPTY_ID))
+    tl.store(tickets_ptr + b * K + slot, tl.where((slot == 0) & ok, TICKETS, 0))

@@ -56,11 +56,10 @@ class LaunchConfig:
     segment_warps: tuple[int, int, int] = (4, 1, 8)
     selector: str = "auto"
     segment: int | None = None  # the segment selector's entries per program (None: segment_size; a power of two)
-    # How the greedy selector finds a row's lowest ID at its maximum: "keys" (every tile reduces its entries to their
-    # largest §4.1 key) or "rescan" (every tile to its maximum alone; the row's last program reads the first tile
-    # holding the row's maximum again; one shard per launch, a sharded call keeps "keys"); "keys2" and "rescan2": the
-    # same tiles, the rows finished by a second launch. Measured: bench/NOTES.md.
-    greedy: str = "keys"
+    # How the greedy selector's tiles reduce: "keys" (each tile to its largest §4.1 key), "rescan" (each tile to its
+    # maximum alone; launch 2 reads the first tile holding the row's maximum again; one shard per call, a sharded call
+    # keeps the keys) or "auto" (the default: rescan for fp16/bf16, keys for fp32, as measured: bench/NOTES.md).
+    greedy: str = "auto"
 
     def __post_init__(self) -> None:
         for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 3)):
@@ -70,8 +69,8 @@ class LaunchConfig:
             raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
         if self.selector not in ("auto", "segments", "tiles"):
             raise ValueError(f"selector: expected 'auto', 'segments' or 'tiles', got {self.selector!r}")
-        if self.greedy not in ("keys", "rescan", "keys2", "rescan2"):
-            raise ValueError(f"greedy: expected 'keys', 'rescan', 'keys2' or 'rescan2', got {self.greedy!r}")
+        if self.greedy not in ("auto", "keys", "rescan"):
+            raise ValueError(f"greedy: expected 'auto', 'keys' or 'rescan', got {self.greedy!r}")
         s = self.segment
         if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 32 or s > 1 << 16 or s & (s - 1)):
             raise ValueError(f"segment: expected None or a power of two in 32 .. 65536, got {s!r}")

@@ -224,77 +224,69 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
     return out
 
 
+def greedy_rescans(xs: Sequence[torch.Tensor], launch: LaunchConfig) -> bool:
+    """Whether the greedy selector's tiles keep their maxima only (RESCAN, ``_greedy.py``) rather than their largest
+    keys: ``launch.greedy`` "rescan", or "auto" on fp16/bf16 logits (where the keys' per-entry work shows: the H200,
+    bench/NOTES.md), and one shard either way (launch 2 reads a tile of the row again from its tensor)."""
+    return len(xs) == 1 and (launch.greedy == "rescan" or (launch.greedy == "auto" and xs[0].dtype != torch.float32))
+
+
 def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Proposal) -> Proposal:
-    """The greedy selector (SPEC.md §3, §4.2, §7 for T0 rows) over contiguous shards of one batch (in ID order), one
-    launch per shard (``launch.warps[0]`` warps per program), into ``out``: each row's outputs as a T0 row of
-    ``propose`` gets them. The row's last program, counted in over every shard's tiles, writes them.
-    ``launch.greedy`` "rescan" on one shard: the tiles keep their maxima only (``_greedy.py``); "keys2", "rescan2":
-    the same tiles, and a second launch of one program per row finishes the rows instead of their last programs."""
+    """The greedy selector (SPEC.md §3, §4.2, §7 for T0 rows) over contiguous shards of one batch (in ID order), into
+    ``out``: each row's outputs as a T0 row of ``propose`` gets them. Launch 1 per shard, one program per (row, tile)
+    (``launch.warps[0]`` warps), writes the tiles' partials (keys, or maxima: ``greedy_rescans``); launch 2, one
+    program per row (as many warps), reduces them and writes the outputs."""
     b, dev = xs[0].shape[0], xs[0].device
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     total = sum(n)
     part = torch.empty((b, total), dtype=torch.int64, device=dev)
-    counters = _workspace.counters(dev, b)  # the row's last program leaves them all 0 again
     pdl = use_pdl(dev, launch)
-    rescan = launch.greedy in ("rescan", "rescan2") and len(xs) == 1  # a row's tile is read again from its tensor
-    merge = launch.greedy not in ("keys2", "rescan2")
-    nt_pow = triton.next_power_of_2(total)
+    rescan = greedy_rescans(xs, launch)
     offset = base = 0
     for s, nt in zip(xs, n, strict=True):
-        _greedy._greedy_kernel[(b, nt)](
+        _greedy._tiles_kernel[(b, nt)](
             # inputs
             s.view(RAW[s.dtype]),
             s.stride(0),
             s.shape[1],
             offset,
-            # the row's tiles and counters
+            # outputs: the row's tiles
             part,
-            counters,
             base,
             total,
-            # outputs
-            out.status,
-            out.token,
-            out.ids,
-            out.tickets,
             # compile-time
             KIND=KIND[s.dtype],
             TILE=tile,
-            NT=nt_pow,
-            K=K,
             PDL=pdl,
             RESCAN=rescan,
-            MERGE=merge,
             num_warps=launch.warps[0],
             **_options(pdl),
         )
         offset += s.shape[1]
         base += nt
-    if not merge:
-        s = xs[0]
-        _greedy._merge_kernel[(b,)](
-            # inputs
-            s.view(RAW[s.dtype]),
-            s.stride(0),
-            s.shape[1],
-            0,
-            part,
-            total,
-            # outputs
-            out.status,
-            out.token,
-            out.ids,
-            out.tickets,
-            # compile-time
-            KIND=KIND[s.dtype],
-            TILE=tile,
-            NT=nt_pow,
-            K=K,
-            PDL=pdl,
-            RESCAN=rescan,
-            num_warps=launch.warps[0],
-            **_options(pdl),
-        )
+    s = xs[0]  # read again with RESCAN (one shard), else only its dtype counts
+    _greedy._rows_kernel[(b,)](
+        # inputs
+        s.view(RAW[s.dtype]),
+        s.stride(0),
+        s.shape[1],
+        part,
+        total,
+        # outputs
+        out.status,
+        out.token,
+        out.ids,
+        out.tickets,
+        # compile-time
+        KIND=KIND[s.dtype],
+        TILE=tile,
+        NT=triton.next_power_of_2(total),
+        K=K,
+        PDL=pdl,
+        RESCAN=rescan,
+        num_warps=launch.warps[0],
+        **_options(pdl),
+    )
     return out
 
 
