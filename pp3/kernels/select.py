@@ -1,6 +1,6 @@
 """The selector's public entry points: ``propose`` (mirrors ``pp3.reference.propose``), ``propose_sharded`` and the
 two launches on their own (``tile_candidates``, ``finalize``); ``greedy`` and ``greedy_sharded`` for calls whose
-every row is greedy (one pass, one launch); and the kernels' own exponential and Philox.
+every row is greedy (one pass, two launches); and the kernels' own exponential and Philox.
 
 Launch 1 (``tile_candidates``) runs per vocabulary tile and may run per shard with global ID offsets; launch 2
 (``finalize``) merges every tile's candidates and does temperature, the exponential, normalisation, tickets and
@@ -101,7 +101,8 @@ def greedy(
     """The greedy selector: what ``propose`` returns for rows whose target temperature is 0 (SPEC.md §3, §4.2, §7:
     status, token g = the row maximum with the lowest ID among equal values, slot 0 = (g, 2^24), the other slots
     empty; a failed row's outputs), for calls whose every row is greedy. No keys: a T0 row draws nothing. One pass
-    over each row in one launch (``launch.warps[0]`` warps per program)."""
+    over each row: a launch over its tiles, then one program per row (``launch.warps[0]`` warps per program;
+    ``launch.greedy``: how the tiles reduce, never what the call returns)."""
     return greedy_sharded([logits], tile=tile, launch=launch, out=out, name="logits")
 
 
