@@ -153,6 +153,7 @@ FI_NOTE = $(GPUCACHE)/flashinfer.note
 
 VERIFY_TIMEOUT ?= 600
 VERIFY_PARTS ?= selector verifier conformance
+VERIFY_SELECTORS ?=
 PTX_TIMEOUT ?= 300
 BULK_ROWS ?= 1000000
 BULK_SEED ?= 0
@@ -222,9 +223,11 @@ gpu-env:
 # The parity suites at full size (no bulk rows) of VERIFY_PARTS, then the PTX audit of every exact-path kernel as
 # launched. All three parts outlast one device command (the H200, 2026-12-02: selector 122 s, verifier and
 # conformance 353 s, the audit ~60 s): run VERIFY_PARTS=selector and VERIFY_PARTS="verifier conformance" apart.
+# VERIFY_SELECTORS (e.g. "greedy rescan") runs only those suites of the selector part (pp3 verify --selectors).
 verify-gpu:
 	$(gpu_step)
-	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3 verify --full --parts $(VERIFY_PARTS) --bulk-rows 0 2>&1 \
+	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3 verify --full --parts $(VERIFY_PARTS) \
+	  $(if $(VERIFY_SELECTORS),--selectors $(VERIFY_SELECTORS)) --bulk-rows 0 2>&1 \
 	  | tee $(OUT)/verify.log | tail -30
 	timeout $(PTX_TIMEOUT) $(GPU_PY) -m pp3.audit.ptx --launched --digests 2>&1 | tee $(OUT)/ptx_audit.json | tail -3
 

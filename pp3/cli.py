@@ -247,7 +247,7 @@ class ProgressBar:
 
 
 def add_verify(sub: Any) -> None:
-    from pp3.audit.parity import PARTS
+    from pp3.audit.parity import PARTS, SELECTOR_KERNELS
 
     ap = sub.add_parser(
         "verify", help="bitwise parity of both Triton kernels with the reference, and the conformance files",
@@ -264,6 +264,9 @@ def add_verify(sub: Any) -> None:
     size.add_argument("--quick", action="store_true", help="the smallest sizes (about a minute in the interpreter)")
     ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), metavar="PART",
                     help=f"what to check, any of: {', '.join(PARTS)}")
+    ap.add_argument("--selectors", nargs="+", choices=SELECTOR_KERNELS, default=None, metavar="KERNEL",
+                    help=f"the selector part's suites to run, any of: {', '.join(SELECTOR_KERNELS)} (default: all; "
+                    "propose, the tile selector, the greedy selector's keys and its rescan)")
     ap.add_argument("--bulk-rows", type=_int_in(0, 10**9), default=None, metavar="N",
                     help="random selector rows at --bulk-vocab, 0 .. 10^9 (default: 10^6 on a GPU, 0 otherwise)")
     ap.add_argument("--bulk-seed", type=_int_in(0, 2**32 - 1), default=0, metavar="S",

@@ -140,6 +140,7 @@ def test_repository_tools_say_so(capsys: pytest.CaptureFixture[str]) -> None:
         (["verify", "--bulk-rows", "-1"], "--bulk-rows"),
         (["verify", "--bulk-vocab", "0"], "--bulk-vocab"),
         (["verify", "--parts", "nothing"], "--parts"),
+        (["verify", "--selectors", "argmax"], "--selectors"),
         (["verify", "--full", "--quick"], "not allowed"),
         (["conformance", "--kernels", "maybe"], "--kernels"),
     ],
@@ -405,6 +406,35 @@ def test_verify_fails_on_a_planted_selector_bug(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(pp3.kernels, "propose", _round_plus_one(pp3.kernels.propose))
     monkeypatch.setattr(pp3.kernels, "finalize", _round_plus_one(pp3.kernels.finalize))
     _verify_and_replay("selector", tmp_path, capsys, monkeypatch)
+
+
+def _greedy_token_plus_one(real: Any) -> Any:
+    """A planted bug: the greedy selector's token one above the right one on row 0."""
+
+    def greedy(*args: Any, **kw: Any) -> Any:
+        out = real(*args, **kw)
+        out.token[0] += 1
+        return out
+
+    return greedy
+
+
+@needs_kernels
+@pytest.mark.interpreter
+def test_verify_runs_the_selector_suites_it_names(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``--selectors`` runs exactly the suites it names: a planted greedy-selector bug fails ``--selectors greedy``
+    and ``rescan`` (each through its own calls) and passes ``--selectors tiles``; naming them without the selector
+    part, or with the bulk rows alone, is refused before anything runs."""
+    monkeypatch.setattr(pp3.kernels, "greedy_sharded", _greedy_token_plus_one(pp3.kernels.greedy_sharded))
+    for kind, want in (("greedy", 1), ("rescan", 1), ("tiles", 0)):
+        rc, out, err = run(["verify", "--quick", "--parts", "selector", "--selectors", kind, "--json"], capsys)
+        doc = document(out)
+        assert rc == want and (doc["selector"]["mismatches"] > 0) == bool(want), (kind, doc["selector"])
+        assert f"  {kind}:" in err and not any(f"  {k}:" in err for k in ("greedy", "rescan", "tiles") if k != kind)
+    for bad in (["--parts", "verifier"], ["--bulk-only", "--bulk-rows", "1"]):
+        rc, _, err = run(["verify", "--quick", *bad, "--selectors", "greedy"], capsys)
+        assert rc == 2 and "--selectors" in err
 
 
 @needs_kernels

@@ -47,6 +47,8 @@ SELECTOR_FIELDS = ("status", "token", "ids", "tickets")
 VERIFIER_FIELDS = ("status", "accepted", "tokens")
 FIELDS = SELECTOR_FIELDS  # the selector's (the bulk rows' table)
 PARTS = ("selector", "verifier", "conformance")
+# The selector part's suites, one per kernel a call runs through (``Call.kernel``), in the order they run.
+SELECTOR_KERNELS = ("propose", "tiles", "greedy", "rescan")
 SIZES = ("quick", "standard", "full")
 DRAFT_FIELDS = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
 
@@ -418,6 +420,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     bulk_rows = args.bulk_rows if args.bulk_rows is not None else (1_000_000 if device.type == "cuda" else 0)
     parts = ("selector",) if args.bulk_only else tuple(p for p in PARTS if p in args.parts)
+    kinds = tuple(args.selectors or SELECTOR_KERNELS)
+    if args.selectors and (args.bulk_only or "selector" not in parts):
+        print("pp3 verify: --selectors picks the selector part's suites; with --bulk-only or without the selector "
+              "part it would check nothing it names", file=sys.stderr)
+        return 2
     if args.bulk_only and bulk_rows == 0:
         print("pp3 verify: --bulk-only with 0 bulk rows would check nothing; give --bulk-rows N (N >= 1)",
               file=sys.stderr)
@@ -431,14 +438,16 @@ def run(args: argparse.Namespace) -> int:
     select_fail, accept_fail = Failures(args.out), Failures(args.out)
     if "selector" in parts:
         if not args.bulk_only:
-            _check_calls("selector", suites(size), run_case, select_table, select_fail.add, device,
-                         size == "full")
-            tile_calls = ((f"{suite} tiles", call.as_tiles()) for suite, call in suites(size) if not call.cuts)
-            _check_calls("tiles", tile_calls, run_case, select_table, select_fail.add, device, size == "full")
-            greedy_calls = ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size))
-            _check_calls("greedy", greedy_calls, run_case, select_table, select_fail.add, device, size == "full")
-            rescan_calls = ((f"{suite} rescan", call.as_rescan()) for suite, call in suites(size) if not call.cuts)
-            _check_calls("rescan", rescan_calls, run_case, select_table, select_fail.add, device, size == "full")
+            calls: dict[str, Iterable[tuple[str, Call]]] = {
+                "propose": suites(size),
+                "tiles": ((f"{suite} tiles", call.as_tiles()) for suite, call in suites(size) if not call.cuts),
+                "greedy": ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size)),
+                "rescan": ((f"{suite} rescan", call.as_rescan()) for suite, call in suites(size) if not call.cuts),
+            }
+            for kind in SELECTOR_KERNELS:
+                if kind in kinds:
+                    _check_calls("selector" if kind == "propose" else kind, calls[kind], run_case, select_table,
+                                 select_fail.add, device, size == "full")
         if bulk_rows:
             bulk(select_table, bulk_rows, args.bulk_vocab, 1024, select_fail, device, args.bulk_seed,
                  args.bulk_greedy)
