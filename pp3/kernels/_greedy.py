@@ -109,8 +109,7 @@ def _tiles_kernel(
         if left >= TILE:
             peak = _peak(tl.load(tile_ptr + lanes), KIND)
         else:
-            peak = tl.reduce(_load_padded(tile_ptr + lanes, lanes < left, KIND).to(tl.float32, bitcast=True), 0,
-                             _max_nan)
+            peak = _peak(_load_padded(tile_ptr + lanes, lanes < left, KIND), KIND_F32)  # widened: fp32 bits
         tl.store(part_ptr + b * n_tiles + tile_base + t, peak.to(tl.int32, bitcast=True).to(tl.int64))
     else:
         first_id = id_offset + t.to(tl.int64) * TILE

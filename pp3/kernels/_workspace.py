@@ -1,6 +1,6 @@
 """Buffers that the kernels leave as they found them: the row counters of kernels whose last program of a row
-finishes the row (the verifier's row reductions, the segment selector), and the segment
-selector's per-row buckets and survivor counters. Imports torch but not triton.
+finishes the row (the verifier's row reductions, the segment selector), and the segment selector's per-row buckets
+and survivor counters. Imports torch but not triton.
 
 Protocol: every program of row r adds 1 to ``counter[r]`` with an ``acq_rel`` atomic at GPU scope after a barrier (so
 the whole program's stores are released), and the program that sees the old value n - 1 (the last of the row's n
