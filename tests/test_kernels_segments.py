@@ -30,18 +30,22 @@ pytestmark = pytest.mark.interpreter
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FIELDS = ("status", "token", "ids", "tickets")
 SEG = LaunchConfig(selector="segments", segment=32)  # 32-entry segments: many segments at interpreter sizes
+# The same launches with their small selections by sorting networks, one warp per program (LaunchConfig.networks).
+SEG_NET = LaunchConfig(selector="segments", segment=32, networks=True, segment_warps=(1, 1, 1))
 
 
-def _check(x: np.ndarray[Any, Any], temp: Any = 1.0, launch: LaunchConfig = SEG, what: str = "") -> None:
+def _check(x: np.ndarray[Any, Any], temp: Any = 1.0, launch: LaunchConfig | None = None, what: str = "") -> None:
+    """Both variants of the segment selector (SEG and SEG_NET) unless ``launch`` names one."""
     b = x.shape[0]
     t = np.broadcast_to(np.asarray(temp, np.float32), (b,)).copy()
     pos = np.arange(b, dtype=np.uint64) + np.uint64(11)
     with np.errstate(over="ignore", invalid="ignore"):
         want = ref.propose(x, t, 7, 3, pos)
-    got = propose(torch.from_numpy(x).to(DEVICE), torch.from_numpy(t).to(DEVICE), 7, 3,
-                  torch.from_numpy(pos.view(np.int64)).to(DEVICE), launch=launch)
-    for f in FIELDS:
-        assert_equal(getattr(got, f).cpu().numpy(), getattr(want, f), f"{what} {f}")
+    for cfg in (SEG, SEG_NET) if launch is None else (launch,):
+        got = propose(torch.from_numpy(x).to(DEVICE), torch.from_numpy(t).to(DEVICE), 7, 3,
+                      torch.from_numpy(pos.view(np.int64)).to(DEVICE), launch=cfg)
+        for f in FIELDS:
+            assert_equal(getattr(got, f).cpu().numpy(), getattr(want, f), f"{what} networks={cfg.networks} {f}")
 
 
 def _gaussian(b: int, v: int, seed: int) -> np.ndarray[Any, Any]:
@@ -118,12 +122,45 @@ def _one_too_tight(vals: tl.tensor, N: tl.constexpr, k: tl.tensor) -> tl.tensor:
     return tl.max(tl.where(at_least >= k, vals, 0)) + 1
 
 
+_KTH_NET = _select._kth_largest_net
+
+
+@triton.jit
+def _one_too_tight_net(vals: tl.tensor, k: tl.constexpr) -> tl.tensor:
+    """The same planted bug in the sorting network's bound."""
+    return _KTH_NET(vals, k) + 1
+
+
 def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bound of a row whose 32nd entry is the 32nd largest bucket (no extras): one too tight drops it."""
+    """The bound of a row whose 32nd entry is the 32nd largest bucket (no extras): one too tight drops it, in either
+    variant."""
     _interpreter_only()
     monkeypatch.setattr(_select, "_kth_largest_value", _one_too_tight)
+    monkeypatch.setattr(_select, "_kth_largest_net", _one_too_tight_net)
+    for cfg in (SEG, SEG_NET):
+        with pytest.raises(AssertionError):
+            _check(threshold_case("fp32", 64, 0, tile=32).logits32(), launch=cfg, what="too tight")
+
+
+@triton.jit
+def _merge_one_short(h: tl.tensor, stage: tl.constexpr, order: tl.constexpr) -> tl.tensor:
+    """A planted bug: a bitonic merge without its last exchange (adjacent pairs are never compared)."""
+    if order == 2:
+        flip = _select._axis_flag(_select._log2(h.numel), stage)
+    else:
+        flip = order
+    for i in tl.static_range(stage - 1):
+        h = _select._exchange(h, flip, stage - 1 - i)
+    return h
+
+
+def test_a_network_one_exchange_short_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gaussian rows through the networks' variant: a merge one exchange short misplaces keys (the wrong first K or
+    slots out of ID order)."""
+    _interpreter_only()
+    monkeypatch.setattr(_select, "_merge", _merge_one_short)
     with pytest.raises(AssertionError):
-        _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="too tight")
+        _check(_gaussian(2, 2048, 4), launch=SEG_NET, what="merge one short")
 
 
 _SCAN = _select._scan_top_k
@@ -140,5 +177,6 @@ def test_a_short_fallback_scan_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
     """A sorted row (its first K at the end) takes the fallback; a scan one entry short misses its maximum."""
     _interpreter_only()
     monkeypatch.setattr(_select, "_scan_top_k", _short_scan)
-    with pytest.raises(AssertionError):
-        _check(np.arange(3000, dtype=np.float32)[None, :], what="short scan")
+    for cfg in (SEG, SEG_NET):
+        with pytest.raises(AssertionError):
+            _check(np.arange(3000, dtype=np.float32)[None, :], launch=cfg, what="short scan")

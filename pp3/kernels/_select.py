@@ -31,6 +31,7 @@ from pp3.kernels._common import (
     _pdl_prologue,
     _tree,
     _value_bits,
+    _value_key,
     _widen_bits,
 )
 
@@ -135,6 +136,71 @@ def _kth_largest_value(vals: tl.tensor, N: tl.constexpr, k: tl.tensor) -> tl.ten
     values >= v_i (0 when there is none)."""
     at_least = tl.sum((vals[None, :] >= vals[:, None]).to(tl.int32), axis=1)
     return tl.max(tl.where(at_least >= k, vals, 0))
+
+
+# ------------------------------------------------------------------------------------ bitonic sorting networks
+#
+# Triton's own tl.sort and tl.topk, step for step (the same network: python/triton/language/standard.py, sort_impl),
+# but an element's partner along an axis of two is the pair's sum minus itself (integers wrap: exact) instead of its
+# xor_sum: the compiled step is the same (a shuffle or a register move, and one integer operation), while the
+# interpreter runs tl.sum as one NumPy call and a custom-combine reduction such as xor_sum element by element in
+# Python (7x slower over the segment selector's tests). Owning the network also keeps it fixed across Triton versions.
+
+
+@triton.constexpr_function
+def _log2(n: int) -> int:
+    return int(n).bit_length() - 1
+
+
+@triton.jit
+def _axis_flag(n_dims: tl.constexpr, j: tl.constexpr) -> tl.tensor:
+    """0/1 along the j-th innermost axis of a [2] * n_dims hypercube (Triton's _indicator)."""
+    return tl.reshape(tl.arange(0, 2), [1] * (n_dims - j - 1) + [2] + [1] * j)
+
+
+@triton.jit
+def _exchange(h: tl.tensor, flip: tl.tensor, i: tl.constexpr) -> tl.tensor:
+    """One compare-and-swap step along the i-th innermost axis of the hypercube h (integers)."""
+    n_dims: tl.constexpr = _log2(h.numel)
+    partner = tl.sum(h, axis=n_dims - 1 - i, keep_dims=True) - h
+    return tl.where((h > partner) != (flip ^ _axis_flag(n_dims, i)), partner, h)
+
+
+@triton.jit
+def _merge(h: tl.tensor, stage: tl.constexpr, order: tl.constexpr) -> tl.tensor:
+    """A bitonic merge of stage steps: ascending (order 0), descending (1) or alternating (2) runs of 2^stage."""
+    if order == 2:
+        flip = _axis_flag(_log2(h.numel), stage)
+    else:
+        flip = order
+    for i in tl.static_range(stage):
+        h = _exchange(h, flip, stage - 1 - i)
+    return h
+
+
+@triton.jit
+def _bitonic(x: tl.tensor, k: tl.constexpr, DESCENDING: tl.constexpr) -> tl.tensor:
+    """The k largest (DESCENDING) or smallest of a 1-D block of 2^n integers, in that order (k = 2^n: a sort)."""
+    log_n: tl.constexpr = _log2(x.numel)
+    log_k: tl.constexpr = _log2(k)
+    h = tl.reshape(x, [2] * log_n)
+    for i in tl.static_range(1, log_k + 1):
+        h = _merge(h, i, 2 if i < log_n else DESCENDING)
+    # the bitonic top-k: halve by the larger (smaller) of the elements 2^log_k apart, merge again
+    for i in tl.static_range(log_k + 1, log_n + 1):
+        if DESCENDING:
+            h = tl.max(h, axis=_log2(h.numel) - 1 - log_k)
+        else:
+            h = tl.min(h, axis=_log2(h.numel) - 1 - log_k)
+        h = _merge(h, log_k, 2 if i < log_n else DESCENDING)
+    return tl.reshape(h, [k])
+
+
+@triton.jit
+def _kth_largest_net(vals: tl.tensor, k: tl.constexpr) -> tl.tensor:
+    """``_kth_largest_value`` of N >= k uint32 values (N and k powers of two) by a sorting network: the least of the
+    k largest."""
+    return tl.min(_bitonic(vals, k, True))
 
 
 @triton.jit
@@ -246,10 +312,12 @@ def _row_outputs(
     ids_ptr: tl.tensor,  # [B, K] int32 out
     tickets_ptr: tl.tensor,  # [B, K] int32 out
     K: tl.constexpr,  # 32
+    NET: tl.constexpr = False,  # slots by a sorting network (_bitonic) instead of a [K, K] rank and placement
 ) -> None:
     """§4-§8 of one row from its first K entries: rank 0 is g with the row maximum m; the weights, the tickets, the
     draw, and the §7 outputs by row class (steps 2-7 of ``_finalize_kernel``). The uniform and the exponential's
-    constants come in: they depend on no logit, so a kernel loads and computes them first, off this chain."""
+    constants come in: they depend on no logit, so a kernel loads and computes them first, off this chain. With NET
+    ``top`` may be in any order (its members are placed by a sort on their IDs; rank 0 is the largest key)."""
     ok = status == 0
     top_key = tl.max(top)
     g = _key_id(top_key)
@@ -266,14 +334,23 @@ def _row_outputs(
     z = tl.math.div_rn(d, tau)
     e = _expf_with(z, kc, c_ptr)
 
-    # 4. §5 step 4: slots in ascending ID order. Members (ranks 0..n-1) take slot = #members with a lower ID;
-    # the others keep their rank (>= n), so slots are a permutation and empty slots come last.
-    lower = (ids[None, :] < ids[:, None]) & member[None, :]
-    slot_of = tl.where(member, tl.sum(lower.to(tl.int32), axis=1), slot)
-    # One placement moves ID and exponential together: ID + 1 (0 = not a member) high, the fp32 bits low.
-    packed = (tl.where(member, ids + 1, 0).to(tl.int64) << 32) | e.to(tl.uint32, bitcast=True).to(tl.int64)
-    s_packed = _place(packed, slot_of, K)
-    s_ids = (s_packed >> 32).to(tl.int32) - 1  # -1: an empty slot
+    # 4. §5 step 4: slots in ascending ID order, the members first; ID and exponential move together, the ID high
+    # and the fp32 bits low.
+    e_bits = e.to(tl.uint32, bitcast=True).to(tl.int64)
+    if NET:
+        # A bitonic sort of the packed pairs, the non-members' ID field 2^31 - 1 (above every ID): slot s holds the
+        # member of the s-th lowest ID, then the non-members; they are the slots a rank would leave empty.
+        packed = (tl.where(member, ids, 0x7FFFFFFF).to(tl.int64) << 32) | tl.where(member, e_bits, 0)
+        s_packed = _bitonic(packed, K, False)
+        s_hi = (s_packed >> 32).to(tl.int32)
+        s_ids = tl.where(s_hi == 0x7FFFFFFF, -1, s_hi)  # -1: an empty slot
+    else:
+        # Members (ranks 0..n-1) take slot = #members with a lower ID; the others keep their rank (>= n), so slots are
+        # a permutation and empty slots come last. The ID field is ID + 1 (0 = not a member).
+        lower = (ids[None, :] < ids[:, None]) & member[None, :]
+        slot_of = tl.where(member, tl.sum(lower.to(tl.int32), axis=1), slot)
+        s_packed = _place((tl.where(member, ids + 1, 0).to(tl.int64) << 32) | e_bits, slot_of, K)
+        s_ids = (s_packed >> 32).to(tl.int32) - 1  # -1: an empty slot
     s_member = s_ids >= 0
     s_e = (s_packed & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
     w = tl.where(s_member, s_e.to(tl.float64), 0.0)
@@ -494,9 +571,9 @@ OKEY_MIN_FINITE = tl.constexpr(0x00800000)  # okey(-FLT_MAX): the lowest finite 
 
 @triton.jit
 def _row_class(bucket_ptr: tl.tensor, b: tl.tensor, n_seg: tl.tensor, temp: tl.tensor, NB: tl.constexpr,
-               NBP: tl.constexpr, K: tl.constexpr) -> tuple[tl.tensor, tl.tensor, tl.tensor, tl.tensor]:
-    """From row b's buckets: its largest key, its §3 status, whether it is sampled (an OK row of T != 0), and tau,
-    the K-th largest bucket value (0 when fewer than K buckets are filled) raised to the lowest finite value."""
+               NBP: tl.constexpr) -> tuple[tl.tensor, tl.tensor, tl.tensor, tl.tensor]:
+    """From row b's buckets: its largest key, its §3 status, whether it is sampled (an OK row of T != 0), and the
+    buckets' values (``_row_bound``'s input)."""
     bi = tl.arange(0, NBP)
     live = bi < tl.minimum(n_seg, NB)
     raw = tl.load(bucket_ptr + b * NB + bi, mask=live, other=SIGN64, cache_modifier=".cg")
@@ -506,8 +583,18 @@ def _row_class(bucket_ptr: tl.tensor, b: tl.tensor, n_seg: tl.tensor, temp: tl.t
     bad_temp = (temp != temp) | (temp < 0.0)
     status = tl.where(top_okey == 0xFFFFFFFF, 1, tl.where(top_okey == 0xFF800000, 2,
                       tl.where(top_okey < OKEY_MIN_FINITE, 3, tl.where(bad_temp, 4, 0))))
-    bound = tl.maximum(_kth_largest_value(_okey(buckets), NBP, K), OKEY_MIN_FINITE)
-    return top_key, status, (status == 0) & (temp != 0.0), bound
+    return top_key, status, (status == 0) & (temp != 0.0), _okey(buckets)
+
+
+@triton.jit
+def _row_bound(values: tl.tensor, NBP: tl.constexpr, K: tl.constexpr, NET: tl.constexpr) -> tl.tensor:
+    """tau from the buckets' values: the K-th largest (0 when fewer than K buckets are filled) raised to the lowest
+    finite value; with NET by a sorting network, else by an [NBP, NBP] count (the same value)."""
+    if NET:
+        kth = _kth_largest_net(values, K)
+    else:
+        kth = _kth_largest_value(values, NBP, K)
+    return tl.maximum(kth, OKEY_MIN_FINITE)
 
 
 @triton.jit
@@ -547,20 +634,32 @@ def _segment_filter_kernel(
     CAP: tl.constexpr,  # survivor slots per row
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,
+    NET: tl.constexpr,  # the bound by a sorting network, the segment loaded before it (its latency hides the bound's)
 ) -> None:
     # Launch B: one program per (row, segment) of sampled OK rows: append the segment's survivors.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
-    _top_key, _status, sampled, bound = _row_class(bucket_ptr, b, n_seg, tl.load(temp_ptr + b), NB, NBP, K)
+    offs = s.to(tl.int64) * L + tl.arange(0, L)
+    in_row = offs < v
+    if NET:
+        raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
+    _top_key, _status, sampled, values = _row_class(bucket_ptr, b, n_seg, tl.load(temp_ptr + b), NB, NBP)
     if sampled:
-        offs = s.to(tl.int64) * L + tl.arange(0, L)
-        in_row = offs < v
-        bits = _widen_bits(tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0), KIND)
-        key = _order_key(bits, offs)
-        passed = in_row & (_okey(key) >= bound)
+        bound = _row_bound(values, NBP, K, NET)
+        if not NET:
+            raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
+        bits = _widen_bits(raw, KIND)
+        if NET:
+            okey = _value_key(bits)  # the 64-bit key only where a survivor is stored
+        else:
+            key = _order_key(bits, offs)
+            okey = _okey(key)
+        passed = in_row & (okey >= bound)
         n = tl.sum(passed.to(tl.int32))
         if n != 0:
+            if NET:
+                key = _order_key(bits, offs)
             at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
             tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
 
@@ -624,6 +723,7 @@ def _segment_merge_kernel(
     CAPS: tl.constexpr,  # compaction slots of the fallback scan
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,
+    NET: tl.constexpr,  # the survivors' first K, the bound and the tail's slots by sorting networks
 ) -> None:
     # Launch C: one program per row: its first K entries, then §4-§8; the buckets and the counter emptied.
     _pdl_prologue(PDL)
@@ -635,20 +735,27 @@ def _segment_merge_kernel(
     first = tl.load(surv_ptr + b * CAP + c_half)  # the usual survivors, loaded with the count (masked below)
     u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
     kc = _exp_scalars(c_ptr)
-    top_key, status, sampled, bound = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP, K)
+    top_key, status, sampled, values = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP)
     top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
     if sampled:
-        if count <= CAP // 2:  # the usual case: a [CAP/2, CAP/2] rank
+        if count <= CAP // 2:  # the usual case: a [CAP/2, CAP/2] rank, or a bitonic top-K of CAP/2
             few = tl.where(c_half < count, first, 0).to(tl.uint64, bitcast=True)
-            top = _place(few, _rank_desc(few, CAP // 2), K)
+            if NET:
+                top = _bitonic(few, K, True)
+            else:
+                top = _place(few, _rank_desc(few, CAP // 2), K)
         elif count <= CAP:
             c = tl.arange(0, CAP)
             few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0).to(tl.uint64, bitcast=True)
-            top = _place(few, _rank_desc(few, CAP), K)
+            if NET:
+                top = _bitonic(few, K, True)
+            else:
+                top = _place(few, _rank_desc(few, CAP), K)
         else:
-            top = _scan_top_k(x_ptr + b * stride_row, v, bound, scratch_ptr + b * CAPS, KIND, C, K, CAPS)
+            top = _scan_top_k(x_ptr + b * stride_row, v, _row_bound(values, NBP, K, NET), scratch_ptr + b * CAPS,
+                              KIND, C, K, CAPS)
     bi = tl.arange(0, NBP)
     tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=bi < tl.minimum(n_seg, NB))
     tl.store(nsurv_ptr + b, 0)
     _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, kc, c_ptr, u, status_ptr,
-                 token_ptr, ids_ptr, tickets_ptr, K)
+                 token_ptr, ids_ptr, tickets_ptr, K, NET)

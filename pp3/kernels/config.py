@@ -60,11 +60,17 @@ class LaunchConfig:
     # maximum alone; launch 2 reads the first tile holding the row's maximum again; one shard per call, a sharded call
     # keeps the keys) or "auto" (the default: rescan for fp16/bf16, keys for fp32, as measured: bench/NOTES.md).
     greedy: str = "auto"
+    # The segment selector's small selections (the bound from the row's buckets, the first K of the survivors, the
+    # tail's slots) by sorting networks (``tl.topk``, ``tl.sort``: inside one warp their exchanges are shuffles)
+    # instead of all-pairs ranks; the same values either way.
+    networks: bool = False
 
     def __post_init__(self) -> None:
         for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 3)):
             if len(w) != n or any(isinstance(c, bool) or c not in (1, 2, 4, 8, 16, 32) for c in w):
                 raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
+        if not isinstance(self.networks, bool):
+            raise ValueError(f"networks: expected True or False, got {self.networks!r}")
         if self.pdl not in (None, True, False):
             raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
         if self.selector not in ("auto", "segments", "tiles"):

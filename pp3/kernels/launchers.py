@@ -209,7 +209,8 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
     )
     _select._segment_filter_kernel[(b, n_seg)](
         raw, x.stride(0), v, n_seg, buckets, surv, nsurv, keys.temperature,
-        KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, num_warps=wb, **_options(pdl),
+        KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, NET=launch.networks, num_warps=wb,
+        **_options(pdl),
     )
     _select._segment_merge_kernel[(b,)](
         # inputs
@@ -218,7 +219,8 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
         # outputs
         out.status, out.token, out.ids, out.tickets, scratch,
         # compile-time
-        KIND=kind, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
+        KIND=kind, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, NET=launch.networks,
+        num_warps=wc,
         **_options(pdl),
     )
     return out

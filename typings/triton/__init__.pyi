@@ -1,6 +1,9 @@
 # Minimal local stubs for Triton 3.6 (the real package ships no type information).
 # Key signatures are spelled out; anything else resolves to Any via __getattr__.
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 from . import backends as backends
 from . import compiler as compiler
@@ -25,5 +28,6 @@ __version__: str
 class TritonError(Exception): ...
 
 def cdiv(x: int, y: int) -> int: ...
+def constexpr_function(fn: _F) -> _F: ...
 def next_power_of_2(n: int) -> int: ...
 def __getattr__(name: str) -> Any: ...
