@@ -60,9 +60,9 @@ class LaunchConfig:
     # maximum alone; launch 2 reads the first tile holding the row's maximum again; one shard per call, a sharded call
     # keeps the keys) or "auto" (the default: rescan for fp16/bf16, keys for fp32, as measured: bench/NOTES.md).
     greedy: str = "auto"
-    # The segment selector's small selections (the bound from the row's buckets, the first K of the survivors, the
-    # tail's slots) by sorting networks (``tl.topk``, ``tl.sort``: inside one warp their exchanges are shuffles)
-    # instead of all-pairs ranks; the same values either way.
+    # Both selectors' small selections (the k-th largest of a tile's group maxima, of the tiles' or the buckets'
+    # maxima; the first K of the survivors; the tail's slots in ID order) by bitonic networks (``_select._bitonic``:
+    # inside a warp their exchanges are shuffles) instead of all-pairs ranks; the same values either way.
     networks: bool = False
 
     def __post_init__(self) -> None:

@@ -111,6 +111,7 @@ def tiles(x: torch.Tensor, id_offset: int, tile: int, out: Candidates, tile_base
         K=K,
         CAP=cap,
         PDL=pdl,
+        NET=launch.networks,
         num_warps=launch.warps[0],
         **_options(pdl),
     )
@@ -164,6 +165,7 @@ def finalize(
         PDL=pdl,
         CHECKED=checked,
         BAD=BAD_CANDIDATES,
+        NET=launch.networks,
         num_warps=launch.warps[1],
         **_options(pdl),
     )
