@@ -48,7 +48,8 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
         seeds = (keys["seed"], keys["round"], keys["pos"][d])
         host = [k.cpu().numpy().view(np.uint64) for k in seeds]
         want = ref.propose(host_logits(x), keys["temp"].cpu().numpy(), *host)
-        for launch in (LaunchConfig(), LaunchConfig(selector="tiles"), *keys["launches"]):
+        tiles = (LaunchConfig(selector="tiles"), LaunchConfig(selector="tiles", networks=True))
+        for launch in (LaunchConfig(), *tiles, *keys["launches"]):
             bad += int(row_mismatch(to_numpy(propose(x, keys["temp"], *seeds, tile=tile, launch=launch)), want).sum())
         want0 = ref.propose(host_logits(x), keys["temp0"].cpu().numpy(), *host)
         greedy_runs = [(None, 8, how) for how in ("auto", "keys", "rescan")] + keys["greedy"]
@@ -202,6 +203,7 @@ def implementations(
     out.update(
         {
             "pp3 tiles": pp3_launch(LaunchConfig(selector="tiles")),
+            "pp3 tiles, networks": pp3_launch(LaunchConfig(selector="tiles", networks=True)),
             "pp3 tiles greedy (T0)": pp3_launch(LaunchConfig(selector="tiles"), "temp0"),
             "pp3 sampled, no PDL": pp3_no_pdl,
             "pp3 greedy (T0)": pp3_greedy,
