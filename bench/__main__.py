@@ -48,8 +48,7 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
         seeds = (keys["seed"], keys["round"], keys["pos"][d])
         host = [k.cpu().numpy().view(np.uint64) for k in seeds]
         want = ref.propose(host_logits(x), keys["temp"].cpu().numpy(), *host)
-        tiles = (LaunchConfig(selector="tiles"), LaunchConfig(selector="tiles", networks=True))
-        for launch in (LaunchConfig(), *tiles, *keys["launches"]):
+        for launch in (LaunchConfig(), LaunchConfig(selector="tiles"), *keys["launches"]):
             bad += int(row_mismatch(to_numpy(propose(x, keys["temp"], *seeds, tile=tile, launch=launch)), want).sum())
         want0 = ref.propose(host_logits(x), keys["temp0"].cpu().numpy(), *host)
         greedy_runs = [(None, 8, how) for how in ("auto", "keys", "rescan")] + keys["greedy"]
@@ -194,7 +193,7 @@ def implementations(
         out[f"pp3 tiles warps={w1},{w2}"] = pp3_warps(w1, w2)
     for cfg in segments:
         ws = ",".join(str(n) for n in cfg.segment_warps)
-        out[f"pp3 segments warps={ws} L={cfg.segment}" + (" networks" if cfg.networks else "")] = pp3_launch(cfg)
+        out[f"pp3 segments warps={ws} L={cfg.segment}"] = pp3_launch(cfg)
     out["pp3 greedy kernel"] = pp3_greedy_kernel(None, 8)
     out["pp3 greedy kernel, keys"] = pp3_greedy_kernel(None, 8, "keys")
     out["pp3 greedy kernel, rescan"] = pp3_greedy_kernel(None, 8, "rescan")
@@ -203,7 +202,6 @@ def implementations(
     out.update(
         {
             "pp3 tiles": pp3_launch(LaunchConfig(selector="tiles")),
-            "pp3 tiles, networks": pp3_launch(LaunchConfig(selector="tiles", networks=True)),
             "pp3 tiles greedy (T0)": pp3_launch(LaunchConfig(selector="tiles"), "temp0"),
             "pp3 sampled, no PDL": pp3_no_pdl,
             "pp3 greedy (T0)": pp3_greedy,
@@ -329,8 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results")
     ap.add_argument("--warps", nargs="*", default=[], help="the tile selector's launch-1,launch-2 warp pairs to sweep")
     ap.add_argument("--segments", nargs="*", default=[],
-                    help="segment-selector settings warpsA,warpsB,warpsC,L[,net] (L 0: automatic; net: the sorting "
-                         "networks), e.g. 4,1,4,1024 or 1,1,1,0,net")
+                    help="segment-selector settings warpsA,warpsB,warpsC,L (L 0: automatic), e.g. 4,1,4,1024")
     ap.add_argument("--greedy", nargs="*", default=[],
                     help="greedy-selector tile,warps,how (LaunchConfig.greedy) to sweep, e.g. 2048,4,keys")
     ap.add_argument("--warm-flashinfer", action="store_true",
@@ -355,9 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
     from pp3.kernels import LaunchConfig
 
-    segments = [LaunchConfig(selector="segments", segment_warps=(int(f[0]), int(f[1]), int(f[2])),
-                             segment=int(f[3]) or None, networks=f[4:] == ["net"])
-                for f in (s.split(",") for s in args.segments)]
+    segments = [LaunchConfig(selector="segments", segment_warps=(int(a), int(b), int(c)), segment=int(seg) or None)
+                for a, b, c, seg in (s.split(",") for s in args.segments)]
     impls = implementations([None, *args.tiles], warps, segments, greedy_cfg)
     fi, fi_note = flashinfer_impl()
     if fi is not None:

@@ -1,9 +1,9 @@
-"""The segment selector (``propose`` on one tensor: launches A and B of ``pp3/kernels/_select.py``) against the
+"""The segment selector (``propose`` on one tensor: launches A, B and C of ``pp3/kernels/_select.py``) against the
 reference, bit for bit, on the rows that test its bound and its fallback: Gaussian rows (survivors well under CAP/2),
 exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors, segments sharing buckets, ties at the bound, rows masked to a
 few finite entries (spread out or contiguous), sorted rows and all-equal rows (the fallback scan), every row class in
 one batch, and calls one after another (the buckets and counters left as they were found). Planted bugs (a bound one
-too tight, the fallback skipped, the survivor count misread) fail these tests.
+too tight, a bitonic merge one exchange short, the fallback scan one entry short) fail these tests.
 
 Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
 """
@@ -30,22 +30,18 @@ pytestmark = pytest.mark.interpreter
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FIELDS = ("status", "token", "ids", "tickets")
 SEG = LaunchConfig(selector="segments", segment=32)  # 32-entry segments: many segments at interpreter sizes
-# The same launches with their small selections by sorting networks, one warp per program (LaunchConfig.networks).
-SEG_NET = LaunchConfig(selector="segments", segment=32, networks=True, segment_warps=(1, 1, 1))
 
 
-def _check(x: np.ndarray[Any, Any], temp: Any = 1.0, launch: LaunchConfig | None = None, what: str = "") -> None:
-    """Both variants of the segment selector (SEG and SEG_NET) unless ``launch`` names one."""
+def _check(x: np.ndarray[Any, Any], temp: Any = 1.0, launch: LaunchConfig = SEG, what: str = "") -> None:
     b = x.shape[0]
     t = np.broadcast_to(np.asarray(temp, np.float32), (b,)).copy()
     pos = np.arange(b, dtype=np.uint64) + np.uint64(11)
     with np.errstate(over="ignore", invalid="ignore"):
         want = ref.propose(x, t, 7, 3, pos)
-    for cfg in (SEG, SEG_NET) if launch is None else (launch,):
-        got = propose(torch.from_numpy(x).to(DEVICE), torch.from_numpy(t).to(DEVICE), 7, 3,
-                      torch.from_numpy(pos.view(np.int64)).to(DEVICE), launch=cfg)
-        for f in FIELDS:
-            assert_equal(getattr(got, f).cpu().numpy(), getattr(want, f), f"{what} networks={cfg.networks} {f}")
+    got = propose(torch.from_numpy(x).to(DEVICE), torch.from_numpy(t).to(DEVICE), 7, 3,
+                  torch.from_numpy(pos.view(np.int64)).to(DEVICE), launch=launch)
+    for f in FIELDS:
+        assert_equal(getattr(got, f).cpu().numpy(), getattr(want, f), f"{what} {f}")
 
 
 def _gaussian(b: int, v: int, seed: int) -> np.ndarray[Any, Any]:
@@ -115,31 +111,21 @@ def _interpreter_only() -> None:
         pytest.skip("a planted jit helper takes effect in the interpreter")
 
 
+_KTH = _select._kth_largest_net
+
+
 @triton.jit
-def _one_too_tight(vals: tl.tensor, N: tl.constexpr, k: tl.tensor) -> tl.tensor:
+def _one_too_tight(vals: tl.tensor, k: tl.constexpr) -> tl.tensor:
     """A planted bug: the k-th largest value plus one, a bound that the k-th entry itself fails."""
-    at_least = tl.sum((vals[None, :] >= vals[:, None]).to(tl.int32), axis=1)
-    return tl.max(tl.where(at_least >= k, vals, 0)) + 1
-
-
-_KTH_NET = _select._kth_largest_net
-
-
-@triton.jit
-def _one_too_tight_net(vals: tl.tensor, k: tl.constexpr) -> tl.tensor:
-    """The same planted bug in the sorting network's bound."""
-    return _KTH_NET(vals, k) + 1
+    return _KTH(vals, k) + 1
 
 
 def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bound of a row whose 32nd entry is the 32nd largest bucket (no extras): one too tight drops it, in either
-    variant."""
+    """The bound of a row whose 32nd entry is the 32nd largest bucket (no extras): one too tight drops it."""
     _interpreter_only()
-    monkeypatch.setattr(_select, "_kth_largest_value", _one_too_tight)
-    monkeypatch.setattr(_select, "_kth_largest_net", _one_too_tight_net)
-    for cfg in (SEG, SEG_NET):
-        with pytest.raises(AssertionError):
-            _check(threshold_case("fp32", 64, 0, tile=32).logits32(), launch=cfg, what="too tight")
+    monkeypatch.setattr(_select, "_kth_largest_net", _one_too_tight)
+    with pytest.raises(AssertionError):
+        _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="too tight")
 
 
 @triton.jit
@@ -155,12 +141,12 @@ def _merge_one_short(h: tl.tensor, stage: tl.constexpr, order: tl.constexpr) -> 
 
 
 def test_a_network_one_exchange_short_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Gaussian rows through the networks' variant: a merge one exchange short misplaces keys (the wrong first K or
-    slots out of ID order)."""
+    """Gaussian rows: a bitonic merge one exchange short misplaces keys (the wrong bound, first K or slots out of ID
+    order)."""
     _interpreter_only()
     monkeypatch.setattr(_select, "_merge", _merge_one_short)
     with pytest.raises(AssertionError):
-        _check(_gaussian(2, 2048, 4), launch=SEG_NET, what="merge one short")
+        _check(_gaussian(2, 2048, 4), what="merge one short")
 
 
 _SCAN = _select._scan_top_k
@@ -177,6 +163,5 @@ def test_a_short_fallback_scan_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
     """A sorted row (its first K at the end) takes the fallback; a scan one entry short misses its maximum."""
     _interpreter_only()
     monkeypatch.setattr(_select, "_scan_top_k", _short_scan)
-    for cfg in (SEG, SEG_NET):
-        with pytest.raises(AssertionError):
-            _check(np.arange(3000, dtype=np.float32)[None, :], launch=cfg, what="short scan")
+    with pytest.raises(AssertionError):
+        _check(np.arange(3000, dtype=np.float32)[None, :], what="short scan")

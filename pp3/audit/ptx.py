@@ -213,8 +213,6 @@ def exercise(device: torch.device) -> None:
             x = torch.randn(2, v, device=device, generator=g).to(dt)
             p = select.propose(x, temp, 1, 2, 3)  # "auto": the tile selector at 2 rows
             select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector="segments"))
-            select.propose(x, temp, 1, 2, 3,
-                           launch=LaunchConfig(selector="segments", networks=True, segment_warps=(1, 1, 1)))
             select.greedy(x)  # "auto": the keys at fp32, the rescan at fp16 and bf16
             select.greedy(x, launch=LaunchConfig(greedy="keys"))
             select.greedy(x, launch=LaunchConfig(greedy="rescan"))

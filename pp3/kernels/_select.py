@@ -2,8 +2,10 @@
 helpers both operations use (widening, the §4.1 key, the §3 flags, ``_expf``, the pairwise tree) in ``_common.py``,
 with the arithmetic model every exact-path kernel follows.
 
-No sorting network: selection is a threshold, a compaction and an all-pairs rank (``_top_k``), so the same code is
-fast in the interpreter.
+The tile selector selects by a threshold, a compaction and an all-pairs rank (``_top_k``): its programs are 8 warps,
+and a sorting network across warps measured slower there (bench/NOTES.md, "Selector: bitonic networks in the segment
+selector"). The segment selector's small selections are bitonic networks (``_bitonic``) instead, on at most 128
+keys: the K-th largest of the row's buckets, the first K of its survivors, the slots of its tail.
 """
 
 from __future__ import annotations
@@ -53,17 +55,6 @@ def _place(values: tl.tensor, slot: tl.tensor, K: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
-def _first_k(keys: tl.tensor, N: tl.constexpr, K: tl.constexpr, NET: tl.constexpr) -> tl.tensor:
-    """The K largest of N >= K unique keys (0 = padding), descending, 0-padded: a bitonic network (NET, N a power of
-    two) or an [N, N] rank and a placement."""
-    if NET:
-        top = _bitonic(keys, K, True)
-    else:
-        top = _place(keys, _rank_desc(keys, N), K)
-    return top
-
-
-@triton.jit
 def _top_k_rounds(keys: tl.tensor, out_ptr: tl.tensor, K: tl.constexpr, STORE: tl.constexpr) -> tl.tensor:
     """The K largest keys in descending order by K rounds of max-and-remove (any N; used when filtering fails)."""
     out = tl.zeros([K], tl.uint64)
@@ -88,11 +79,10 @@ def _rank_few(
     CAP: tl.constexpr,
     K: tl.constexpr,
     STORE: tl.constexpr,
-    NET: tl.constexpr,
 ) -> tl.tensor:
     """Scatter the passing keys to ``scratch_ptr[pos]`` (pos: 0 .. count - 1 <= CAP - 1), reload them as one
     vector of CAP and rank them: the K largest in descending order, returned, or with STORE written to
-    ``out_ptr[0 .. K-1]`` (without NET straight from the ranks: no placement; the return value is then unused)."""
+    ``out_ptr[0 .. K-1]`` straight from the ranks (no placement; the return value is then unused)."""
     # Flattened first: a 2-D scatter gets re-laid-out (three [NT, K] shared-memory round trips) before its store.
     flat_pos = tl.reshape(pos, [pos.numel])
     flat_keys = tl.reshape(keys, [keys.numel]).to(tl.int64, bitcast=True)
@@ -100,18 +90,14 @@ def _rank_few(
     tl.debug_barrier()  # the stores above are visible to the whole program after this barrier
     c = tl.arange(0, CAP)
     few = tl.load(scratch_ptr + c, mask=c < count, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
-    if NET:
-        top = _bitonic(few, K, True)
-        if STORE:
-            tl.store(out_ptr + tl.arange(0, K), top.to(tl.int64, bitcast=True))
-    elif STORE:
-        rank = _rank_desc(few, CAP)
+    rank = _rank_desc(few, CAP)
+    if STORE:
         # Real keys are unique, so their ranks 0 .. count - 1 are too; padding slot c >= count goes to c.
         at = tl.where(c < count, rank, c)
         tl.store(out_ptr + at, few.to(tl.int64, bitcast=True), mask=at < K)
         top = tl.zeros([K], tl.uint64)
     else:
-        top = _place(few, _rank_desc(few, CAP), K)
+        top = _place(few, rank, K)
     return top
 
 
@@ -126,7 +112,6 @@ def _compact_top_k(
     K: tl.constexpr,
     CAP: tl.constexpr,
     STORE: tl.constexpr,
-    NET: tl.constexpr,
 ) -> tl.tensor:
     """The K largest keys (returned, or with STORE written to ``out_ptr``), given that every one of them passes
     (``passed``, ``count`` in all, compaction positions
@@ -134,14 +119,14 @@ def _compact_top_k(
     slots, else by 32 rounds."""
     if CAP >= 4 * K:
         if count <= CAP // 2:
-            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP // 2, K, STORE, NET)
+            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP // 2, K, STORE)
         elif count <= CAP:
-            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP, K, STORE, NET)
+            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP, K, STORE)
         else:
             top = _top_k_rounds(tl.reshape(keys, [keys.numel]), out_ptr, K, STORE)
     else:
         if count <= CAP:
-            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP, K, STORE, NET)
+            top = _rank_few(keys, passed, pos, count, scratch_ptr, out_ptr, CAP, K, STORE)
         else:
             top = _top_k_rounds(tl.reshape(keys, [keys.numel]), out_ptr, K, STORE)
     return top
@@ -214,21 +199,10 @@ def _bitonic(x: tl.tensor, k: tl.constexpr, DESCENDING: tl.constexpr) -> tl.tens
 
 
 @triton.jit
-def _kth_largest_net(vals: tl.tensor, k: tl.tensor, KMAX: tl.constexpr) -> tl.tensor:
-    """``_kth_largest_value`` of N >= KMAX >= k uint32 values (N and KMAX powers of two) by a sorting network: the
-    k-th of the KMAX largest in descending order."""
-    return tl.max(tl.where(tl.arange(0, KMAX) == k - 1, _bitonic(vals, KMAX, True), 0))
-
-
-@triton.jit
-def _kth_largest(vals: tl.tensor, N: tl.constexpr, k: tl.tensor, KMAX: tl.constexpr, NET: tl.constexpr) -> tl.tensor:
-    """The k-th largest of N uint32 values with multiplicity (k <= KMAX <= N): ``_kth_largest_net`` with NET, else
-    ``_kth_largest_value`` (the same value)."""
-    if NET:
-        kth = _kth_largest_net(vals, k, KMAX)
-    else:
-        kth = _kth_largest_value(vals, N, k)
-    return kth
+def _kth_largest_net(vals: tl.tensor, k: tl.constexpr) -> tl.tensor:
+    """``_kth_largest_value`` of N >= k uint32 values (N and k powers of two) by a bitonic network: the least of the
+    k largest."""
+    return tl.min(_bitonic(vals, k, True))
 
 
 @triton.jit
@@ -247,7 +221,6 @@ def _threshold_top_k(
     CAP: tl.constexpr,
     STORE: tl.constexpr,
     SORTED: tl.constexpr,
-    NET: tl.constexpr,
 ) -> tl.tensor:
     """The K largest of [R, C] unique uint64 keys (0 = padding), descending, given a uint32 value threshold ``tau`` that
     is <= the okey of the K-th largest key (the caller's proof: K distinct keys have okey >= tau), so every one of the
@@ -266,7 +239,7 @@ def _threshold_top_k(
     else:
         in_group = tl.cumsum(p32, axis=1) - 1
     pos = (tl.cumsum(per_group, axis=0) - per_group)[:, None] + in_group
-    return _compact_top_k(keys, passed, pos, count, scratch_ptr, out_ptr, K, CAP, STORE, NET)
+    return _compact_top_k(keys, passed, pos, count, scratch_ptr, out_ptr, K, CAP, STORE)
 
 
 @triton.jit
@@ -278,17 +251,16 @@ def _top_k(
     K: tl.constexpr,
     CAP: tl.constexpr,
     STORE: tl.constexpr,
-    NET: tl.constexpr,
 ) -> tl.tensor:
-    """The K largest of N unique uint64 keys (0 = padding), descending, padded with 0: exact.
+    """The K largest of N unique uint64 keys (0 = padding), descending, padded with 0: exact, no sorting network.
 
-    N <= 4K: rank every key against every other (or a bitonic network: NET). N >= 1024: up to 64 groups give a
-    threshold (their maxima, or the columns' on a partial tile; _threshold_top_k); the few keys that pass are
-    compacted through ``scratch_ptr`` (this program's CAP slots) and ranked (or NET: a bitonic top-K). If more than
-    CAP keys pass, fall back to rounds. STORE: write the K keys to ``out_ptr`` instead of returning them.
+    N <= 4K: rank every key against every other. N >= 1024: up to 64 groups give a threshold (their maxima, or the
+    columns' on a partial tile; _threshold_top_k); the few keys that pass are compacted through ``scratch_ptr``
+    (this program's CAP slots) and ranked. If more than CAP keys pass, fall back to rounds. STORE: write the K keys
+    to ``out_ptr`` instead of returning them.
     """
     if N <= 4 * K:
-        top = _first_k(keys, N, K, NET)
+        top = _place(keys, _rank_desc(keys, N), K)
         if STORE:
             tl.store(out_ptr + tl.arange(0, K), top.to(tl.int64, bitcast=True))
     elif N >= 1024:
@@ -300,13 +272,13 @@ def _top_k(
         values = _okey(groups)  # padding: 0, as low as any real value can be (the NaN 0xFFFFFFFF has okey 0)
         # tau = the K-th largest group maximum value (with multiplicity): K distinct entries, the groups' maxima, have
         # values >= tau, so tau <= the value of the K-th largest key.
-        tau = _kth_largest(tl.max(values, axis=1), G, K, K, NET)
+        tau = _kth_largest_value(tl.max(values, axis=1), G, K)
         if tau == 0:
             # Fewer than K nonempty groups: a partial last tile (V = 151936 leaves 384 entries in 6 of 64 groups).
             # The C column maxima (column c: entries c, c + C, ...) are distinct entries too, and a prefix of n >= C
             # entries fills every column, so tau is as tight as for a full tile; with n < C, tau may stay 0.
-            tau = _kth_largest(tl.max(values, axis=0), C, K, K, NET)
-        top = _threshold_top_k(groups, tau, scratch_ptr, out_ptr, K, CAP, STORE, False, NET)
+            tau = _kth_largest_value(tl.max(values, axis=0), C, K)
+        top = _threshold_top_k(groups, tau, scratch_ptr, out_ptr, K, CAP, STORE, False)
     else:
         top = _top_k_rounds(keys, out_ptr, K, STORE)
     return top
@@ -342,7 +314,7 @@ def _row_outputs(
     ids_ptr: tl.tensor,  # [B, K] int32 out
     tickets_ptr: tl.tensor,  # [B, K] int32 out
     K: tl.constexpr,  # 32
-    NET: tl.constexpr,  # slots by a sorting network (_bitonic) instead of a [K, K] rank and placement
+    NET: tl.constexpr,  # the slots by a bitonic sort (within a warp: shuffles) instead of a [K, K] rank and placement
 ) -> None:
     """§4-§8 of one row from its first K entries: rank 0 is g with the row maximum m; the weights, the tickets, the
     draw, and the §7 outputs by row class (steps 2-7 of ``_finalize_kernel``). The uniform and the exponential's
@@ -425,7 +397,6 @@ def _tile_candidates_kernel(
     K: tl.constexpr,  # 32
     CAP: tl.constexpr,  # compaction slots per program
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
-    NET: tl.constexpr,  # the small selections by sorting networks (LaunchConfig.networks)
 ) -> None:
     # Launch 1: one program per (row, tile) computes the tile's first K entries in the §4.1 order and its flags.
     _pdl_prologue(PDL)
@@ -443,7 +414,7 @@ def _tile_candidates_kernel(
     key = tl.where(in_row, _order_key(bits, id_offset + offs), 0)
     row_tile = b * n_tiles_total + tile_base + t
     # The tile's first K entries, in rank order, written by _top_k itself (from the ranks, no placement step).
-    _top_k(key, scratch_ptr + row_tile * CAP, keys_ptr + row_tile * K, TILE, K, CAP, True, NET)
+    _top_k(key, scratch_ptr + row_tile * CAP, keys_ptr + row_tile * K, TILE, K, CAP, True)
     tl.store(flags_ptr + row_tile, flags)
 
 
@@ -471,7 +442,6 @@ def _finalize_kernel(
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
     CHECKED: tl.constexpr,  # a caller's candidates: _check_candidates_kernel ran first and wrote each row's status
     BAD: tl.constexpr,  # the status it gives a row whose candidates break launch 1's contract
-    NET: tl.constexpr,  # the small selections and the tail's slots by sorting networks (LaunchConfig.networks)
 ) -> None:
     # Launch 2: one program per row merges the candidates and runs §3-§8.
     _pdl_prologue(PDL)
@@ -513,14 +483,14 @@ def _finalize_kernel(
         second = n_tiles <= SECOND_CANDIDATE_TILES
         values = _okey(cand)
         col = tl.where(second, tl.max(tl.where(slot[None, :] == 1, values, 0), axis=1), tl.max(values, axis=1))
-        bound = _kth_largest(col, NT, tl.where(second, K // 2, K), K, NET)
-        top = _threshold_top_k(cand, bound, scratch_ptr + b * CAP, scratch_ptr, K, CAP, False, True, NET)  # rank 0 first
+        bound = _kth_largest_value(col, NT, tl.where(second, K // 2, K))
+        top = _threshold_top_k(cand, bound, scratch_ptr + b * CAP, scratch_ptr, K, CAP, False, True)  # top[0]: rank 0
     else:
         ci = tl.arange(0, NC)
         cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_read * K, other=0).to(tl.uint64, bitcast=True)
-        top = _top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NC, K, CAP, False, NET)
+        top = _top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NC, K, CAP, False)
     _row_outputs(top, slot, status, greedy, sampled, b, tau, kc, c_ptr, u, status_ptr, token_ptr, ids_ptr, tickets_ptr,
-                 K, NET)
+                 K, False)
 
 
 @triton.jit
@@ -589,13 +559,15 @@ def _check_candidates_kernel(
 #      row's NB buckets (segment s into bucket s mod NB). The largest bucket is then the row's largest key, which
 #      gives g and the §3 status; and the K-th largest bucket value (with multiplicity) is a lower bound tau of the
 #      value of the row's K-th entry: the buckets hold K distinct entries with values >= tau.
-#   B. Every segment of a sampled OK row again (an L2 read at the batch sizes where that matters): its finite entries
-#      with a value >= tau are appended to the row's survivors (an atomic slot counter). At V = 163840 and L = 1024
-#      about 44 entries of a Gaussian row survive, the most seen 59.
-#   C. Per row: the survivors ranked (in CAP/2 slots when they fit, else CAP; when more survive, on tied, masked or
-#      sorted rows, the row is scanned instead: ``_scan_top_k``), then §4-§8 on the first K (``_row_outputs``); T0
-#      and failed rows from g alone. C leaves the buckets and the survivor counter as A and B need them (empty, 0).
-# Exact by construction: every entry of the first K passes the filter, and the rank is by the full key.
+#   B. Every segment of a sampled OK row again (an L2 read at the batch sizes where that matters; one warp per
+#      segment): tau by a bitonic top-K of the buckets' values, then its finite entries with a value >= tau are
+#      appended to the row's survivors (an atomic slot counter). At V = 163840 and L = 1024 about 44 entries of a
+#      Gaussian row survive, the most seen 59.
+#   C. Per row: the survivors' first K by a bitonic top-K of CAP/2 when they fit, else of CAP (when more survive, on
+#      tied, masked or sorted rows, the row is scanned instead: ``_scan_top_k``), then §4-§8 on the first K
+#      (``_row_outputs``, its slots by a bitonic sort); T0 and failed rows from g alone. C leaves the buckets and the
+#      survivor counter as A and B need them (empty, 0).
+# Exact by construction: every entry of the first K passes the filter, and the order is by the full key.
 
 SIGN64 = tl.constexpr(-9223372036854775808)  # 2^63 as an int64: flips uint64 order into int64 order (atomic max)
 OKEY_MIN_FINITE = tl.constexpr(0x00800000)  # okey(-FLT_MAX): the lowest finite value
@@ -619,10 +591,10 @@ def _row_class(bucket_ptr: tl.tensor, b: tl.tensor, n_seg: tl.tensor, temp: tl.t
 
 
 @triton.jit
-def _row_bound(values: tl.tensor, NBP: tl.constexpr, K: tl.constexpr, NET: tl.constexpr) -> tl.tensor:
-    """tau from the buckets' values: the K-th largest (0 when fewer than K buckets are filled) raised to the lowest
-    finite value; with NET by a sorting network, else by an [NBP, NBP] count (the same value)."""
-    return tl.maximum(_kth_largest(values, NBP, K, K, NET), OKEY_MIN_FINITE)
+def _row_bound(values: tl.tensor, K: tl.constexpr) -> tl.tensor:
+    """tau from the buckets' values: the K-th largest (0 when fewer than K buckets are filled; a bitonic network)
+    raised to the lowest finite value."""
+    return tl.maximum(_kth_largest_net(values, K), OKEY_MIN_FINITE)
 
 
 @triton.jit
@@ -662,32 +634,22 @@ def _segment_filter_kernel(
     CAP: tl.constexpr,  # survivor slots per row
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,
-    NET: tl.constexpr,  # the bound by a sorting network, the segment loaded before it (its latency hides the bound's)
 ) -> None:
-    # Launch B: one program per (row, segment) of sampled OK rows: append the segment's survivors.
+    # Launch B: one program per (row, segment) of sampled OK rows: append the segment's survivors. The segment is
+    # loaded first, its latency hiding the bound's; survivors are found on 32-bit values, keys made for them alone.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     offs = s.to(tl.int64) * L + tl.arange(0, L)
     in_row = offs < v
-    if NET:
-        raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
+    raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
     _top_key, _status, sampled, values = _row_class(bucket_ptr, b, n_seg, tl.load(temp_ptr + b), NB, NBP)
     if sampled:
-        bound = _row_bound(values, NBP, K, NET)
-        if not NET:
-            raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
         bits = _widen_bits(raw, KIND)
-        if NET:
-            okey = _value_key(bits)  # the 64-bit key only where a survivor is stored
-        else:
-            key = _order_key(bits, offs)
-            okey = _okey(key)
-        passed = in_row & (okey >= bound)
+        passed = in_row & (_value_key(bits) >= _row_bound(values, K))
         n = tl.sum(passed.to(tl.int32))
         if n != 0:
-            if NET:
-                key = _order_key(bits, offs)
+            key = _order_key(bits, offs)
             at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
             tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
 
@@ -702,7 +664,6 @@ def _scan_top_k(
     C: tl.constexpr,  # entries per chunk, a power of two >= 1024 (_top_k's threshold path)
     K: tl.constexpr,
     CAPS: tl.constexpr,  # _top_k's compaction slots
-    NET: tl.constexpr,
 ) -> tl.tensor:
     """The row's first K candidates (finite, value >= tau), descending, 0-padded: a scan of the row in chunks that
     keeps the best K so far and merges only chunks with a key above the K-th best (the fallback for rows with more
@@ -716,8 +677,9 @@ def _scan_top_k(
         key = _order_key(_widen_bits(tl.load(row_ptr + offs, mask=in_row, other=0), KIND), offs)
         key = tl.where(in_row & (_okey(key) >= tau) & (key > kth), key, 0)
         if tl.max(key) != 0:
-            chunk = _top_k(key, scratch_ptr, scratch_ptr, C, K, CAPS, False, NET)
-            best = _first_k(tl.reshape(tl.join(best, chunk), [2 * K]), 2 * K, K, NET)
+            chunk = _top_k(key, scratch_ptr, scratch_ptr, C, K, CAPS, False)
+            both = tl.reshape(tl.join(best, chunk), [2 * K])
+            best = _place(both, _rank_desc(both, 2 * K), K)
             kth = tl.sum(tl.where(slot == K - 1, best, 0))
     return best
 
@@ -751,7 +713,6 @@ def _segment_merge_kernel(
     CAPS: tl.constexpr,  # compaction slots of the fallback scan
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,
-    NET: tl.constexpr,  # the survivors' first K, the bound and the tail's slots by sorting networks
 ) -> None:
     # Launch C: one program per row: its first K entries, then §4-§8; the buckets and the counter emptied.
     _pdl_prologue(PDL)
@@ -766,18 +727,18 @@ def _segment_merge_kernel(
     top_key, status, sampled, values = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP)
     top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
     if sampled:
-        if count <= CAP // 2:  # the usual case: a [CAP/2, CAP/2] rank, or a bitonic top-K of CAP/2
+        if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2
             few = tl.where(c_half < count, first, 0).to(tl.uint64, bitcast=True)
-            top = _first_k(few, CAP // 2, K, NET)
+            top = _bitonic(few, K, True)
         elif count <= CAP:
             c = tl.arange(0, CAP)
             few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0).to(tl.uint64, bitcast=True)
-            top = _first_k(few, CAP, K, NET)
+            top = _bitonic(few, K, True)
         else:
-            top = _scan_top_k(x_ptr + b * stride_row, v, _row_bound(values, NBP, K, NET), scratch_ptr + b * CAPS,
-                              KIND, C, K, CAPS, NET)
+            top = _scan_top_k(x_ptr + b * stride_row, v, _row_bound(values, K), scratch_ptr + b * CAPS,
+                              KIND, C, K, CAPS)
     bi = tl.arange(0, NBP)
     tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=bi < tl.minimum(n_seg, NB))
     tl.store(nsurv_ptr + b, 0)
     _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, kc, c_ptr, u, status_ptr,
-                 token_ptr, ids_ptr, tickets_ptr, K, NET)
+                 token_ptr, ids_ptr, tickets_ptr, K, True)

@@ -31,7 +31,6 @@ SECOND_CANDIDATE_TILES = 45
 # The segment selector (``propose`` on one tensor, _select.py): buckets of segment maxima per row, survivor slots per
 # row, and the chunk and compaction slots of its fallback scan.
 SEGMENT_BUCKETS = 64
-SEGMENT_MIN_ROWS = 4  # "auto": the segment selector from B = 4 on (bench/NOTES.md, "Selector, second design")
 SEGMENT_CAP = 128
 SCAN_CHUNK = 1024
 SCAN_CAP = 128
@@ -46,10 +45,11 @@ class LaunchConfig:
     ``warps``: warps per program of the tile selector's launch 1 and launch 2 (tuned on the H200, bench/NOTES.md; the
     greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A, B
     and C. ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments", "tiles" (the two launches of
-    ``tile_candidates`` and ``finalize``, which every sharded call runs), or "auto" (the default: the segment selector
-    from SEGMENT_MIN_ROWS rows on, where it was measured faster, the tile selector below). ``pdl``: programmatic
-    dependent launch where the device has it (CUDA, compute capability >= 9; never in the interpreter): ``True``
-    always there, ``False`` never, ``None`` (the default) unless the environment sets PP3_PDL=0 (``use_pdl``)."""
+    ``tile_candidates`` and ``finalize``, which every sharded call runs), or "auto" (the default: the segment selector,
+    measured faster at every batch size since its selections became bitonic networks: bench/NOTES.md). ``pdl``:
+    programmatic dependent launch where the device has it (CUDA, compute capability >= 9; never in the interpreter):
+    ``True`` always there, ``False`` never, ``None`` (the default) unless the environment sets PP3_PDL=0
+    (``use_pdl``)."""
 
     warps: tuple[int, int] = (8, 8)
     pdl: bool | None = None
@@ -60,17 +60,11 @@ class LaunchConfig:
     # maximum alone; launch 2 reads the first tile holding the row's maximum again; one shard per call, a sharded call
     # keeps the keys) or "auto" (the default: rescan for fp16/bf16, keys for fp32, as measured: bench/NOTES.md).
     greedy: str = "auto"
-    # Both selectors' small selections (the k-th largest of a tile's group maxima, of the tiles' or the buckets'
-    # maxima; the first K of the survivors; the tail's slots in ID order) by bitonic networks (``_select._bitonic``:
-    # inside a warp their exchanges are shuffles) instead of all-pairs ranks; the same values either way.
-    networks: bool = False
 
     def __post_init__(self) -> None:
         for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 3)):
             if len(w) != n or any(isinstance(c, bool) or c not in (1, 2, 4, 8, 16, 32) for c in w):
                 raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
-        if not isinstance(self.networks, bool):
-            raise ValueError(f"networks: expected True or False, got {self.networks!r}")
         if self.pdl not in (None, True, False):
             raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
         if self.selector not in ("auto", "segments", "tiles"):

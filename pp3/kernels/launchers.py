@@ -36,7 +36,6 @@ from pp3.kernels.config import (
     SCAN_CHUNK,
     SEGMENT_BUCKETS,
     SEGMENT_CAP,
-    SEGMENT_MIN_ROWS,
     VERIFY_WARPS,
     LaunchConfig,
     segment_size,
@@ -111,7 +110,6 @@ def tiles(x: torch.Tensor, id_offset: int, tile: int, out: Candidates, tile_base
         K=K,
         CAP=cap,
         PDL=pdl,
-        NET=launch.networks,
         num_warps=launch.warps[0],
         **_options(pdl),
     )
@@ -165,7 +163,6 @@ def finalize(
         PDL=pdl,
         CHECKED=checked,
         BAD=BAD_CANDIDATES,
-        NET=launch.networks,
         num_warps=launch.warps[1],
         **_options(pdl),
     )
@@ -177,8 +174,7 @@ def propose(
 ) -> Proposal:
     """The selector over contiguous shards of one batch (in ID order) whose tiles fit launch 2, into ``out``: the
     segment selector on one shard (as ``launch.selector`` says), else both launches of the tile selector."""
-    segment = launch.selector == "segments" or (launch.selector == "auto" and xs[0].shape[0] >= SEGMENT_MIN_ROWS)
-    if len(xs) == 1 and segment:
+    if len(xs) == 1 and launch.selector != "tiles":
         return segments(xs[0], keys, tau, launch, out)
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     cands = new_candidates(xs[0].shape[0], sum(n), xs[0].device)
@@ -211,8 +207,7 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
     )
     _select._segment_filter_kernel[(b, n_seg)](
         raw, x.stride(0), v, n_seg, buckets, surv, nsurv, keys.temperature,
-        KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, NET=launch.networks, num_warps=wb,
-        **_options(pdl),
+        KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, num_warps=wb, **_options(pdl),
     )
     _select._segment_merge_kernel[(b,)](
         # inputs
@@ -221,8 +216,7 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
         # outputs
         out.status, out.token, out.ids, out.tickets, scratch,
         # compile-time
-        KIND=kind, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, NET=launch.networks,
-        num_warps=wc,
+        KIND=kind, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
         **_options(pdl),
     )
     return out
