@@ -24,6 +24,8 @@ from pp3.kernels._common import (
     _best_key,
     _bit_or,
     _exp_scalars,
+    _exp_tables,
+    _expf_regs,
     _expf_with,
     _flag_bits,
     _key_id,
@@ -181,8 +183,9 @@ def _merge(h: tl.tensor, stage: tl.constexpr, order: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
-def _bitonic(x: tl.tensor, k: tl.constexpr, DESCENDING: tl.constexpr) -> tl.tensor:
-    """The k largest (DESCENDING) or smallest of a 1-D block of 2^n integers, in that order (k = 2^n: a sort)."""
+def _bitonic(x: tl.tensor, k: tl.constexpr, DESCENDING: tl.constexpr, SORTED: tl.constexpr) -> tl.tensor:
+    """The k largest (DESCENDING) or smallest of a 1-D block of 2^n integers, in that order (k = 2^n: a sort); for
+    k < 2^n without SORTED in no particular order (the last merge, log2(k) exchanges, left out)."""
     log_n: tl.constexpr = _log2(x.numel)
     log_k: tl.constexpr = _log2(k)
     h = tl.reshape(x, [2] * log_n)
@@ -194,7 +197,8 @@ def _bitonic(x: tl.tensor, k: tl.constexpr, DESCENDING: tl.constexpr) -> tl.tens
             h = tl.max(h, axis=_log2(h.numel) - 1 - log_k)
         else:
             h = tl.min(h, axis=_log2(h.numel) - 1 - log_k)
-        h = _merge(h, log_k, 2 if i < log_n else DESCENDING)
+        if SORTED or i < log_n:
+            h = _merge(h, log_k, 2 if i < log_n else DESCENDING)
     return tl.reshape(h, [k])
 
 
@@ -202,7 +206,7 @@ def _bitonic(x: tl.tensor, k: tl.constexpr, DESCENDING: tl.constexpr) -> tl.tens
 def _kth_largest_net(vals: tl.tensor, k: tl.constexpr) -> tl.tensor:
     """``_kth_largest_value`` of N >= k uint32 values (N and k powers of two) by a bitonic network: the least of the
     k largest."""
-    return tl.min(_bitonic(vals, k, True))
+    return tl.min(_bitonic(vals, k, True, False))
 
 
 @triton.jit
@@ -307,6 +311,7 @@ def _row_outputs(
     b: tl.tensor,  # the row
     tau: tl.tensor,  # fp32 drafter temperature, finite and > 0
     kc: tl.tuple,  # the scalar constants of §6 (_exp_scalars)
+    tables: tl.tuple,  # §6's table (_exp_tables): with NET the exponential gathers from these registers
     c_ptr: tl.tensor,  # fp64 constants of §6 (layout: _common.C_*)
     u: tl.tensor,  # the row's §8 uniform (_proposal_uniform), used by sampled rows only
     status_ptr: tl.tensor,  # [B] int8 out
@@ -334,7 +339,10 @@ def _row_outputs(
     # 3. §5 steps 1-3: d = x - m, z = d / tau (IEEE), e = expf(z).
     d = tl.where(ok & member, x - m, 0.0)  # 0 elsewhere: failed rows and empty slots stay NaN-free
     z = tl.math.div_rn(d, tau)
-    e = _expf_with(z, kc, c_ptr)
+    if NET:
+        e = _expf_regs(z, kc, tables)
+    else:
+        e = _expf_with(z, kc, c_ptr)
 
     # 4. §5 step 4: slots in ascending ID order, the members first; ID and exponential move together, the ID high
     # and the fp32 bits low.
@@ -343,7 +351,7 @@ def _row_outputs(
         # A bitonic sort of the packed pairs, the non-members' ID field 2^31 - 1 (above every ID): slot s holds the
         # member of the s-th lowest ID, then the non-members; they are the slots a rank would leave empty.
         packed = (tl.where(member, ids, 0x7FFFFFFF).to(tl.int64) << 32) | tl.where(member, e_bits, 0)
-        s_packed = _bitonic(packed, K, False)
+        s_packed = _bitonic(packed, K, False, True)
         s_hi = (s_packed >> 32).to(tl.int32)
         s_ids = tl.where(s_hi == 0x7FFFFFFF, -1, s_hi)  # -1: an empty slot
     else:
@@ -489,8 +497,8 @@ def _finalize_kernel(
         ci = tl.arange(0, NC)
         cand = tl.load(keys_ptr + b * n_tiles * K + ci, mask=ci < n_read * K, other=0).to(tl.uint64, bitcast=True)
         top = _top_k(cand, scratch_ptr + b * CAP, scratch_ptr, NC, K, CAP, False)
-    _row_outputs(top, slot, status, greedy, sampled, b, tau, kc, c_ptr, u, status_ptr, token_ptr, ids_ptr, tickets_ptr,
-                 K, False)
+    _row_outputs(top, slot, status, greedy, sampled, b, tau, kc, _exp_tables(c_ptr), c_ptr, u, status_ptr, token_ptr,
+                 ids_ptr, tickets_ptr, K, False)
 
 
 @triton.jit
@@ -646,12 +654,18 @@ def _segment_filter_kernel(
     _top_key, _status, sampled, values = _row_class(bucket_ptr, b, n_seg, tl.load(temp_ptr + b), NB, NBP)
     if sampled:
         bits = _widen_bits(raw, KIND)
-        passed = in_row & (_value_key(bits) >= _row_bound(values, K))
-        n = tl.sum(passed.to(tl.int32))
-        if n != 0:
-            key = _order_key(bits, offs)
-            at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
-            tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
+        okey = tl.where(in_row, _value_key(bits), 0)
+        # A lower bound of tau for the price of a reduction: K groups of the buckets, each group's largest value (K
+        # distinct entries), their least. A segment whose maximum is below it has no survivor (about half of the
+        # segments of a Gaussian row), and skips tau's network.
+        low = tl.min(tl.max(tl.reshape(values, [NBP // K, K]), axis=0))
+        if tl.max(okey) >= low:
+            passed = okey >= _row_bound(values, K)
+            n = tl.sum(passed.to(tl.int32))
+            if n != 0:
+                key = _order_key(bits, offs)
+                at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
+                tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
 
 
 @triton.jit
@@ -724,21 +738,22 @@ def _segment_merge_kernel(
     first = tl.load(surv_ptr + b * CAP + c_half)  # the usual survivors, loaded with the count (masked below)
     u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
     kc = _exp_scalars(c_ptr)
+    tables = _exp_tables(c_ptr)  # off the chain too: the exponential gathers from registers
     top_key, status, sampled, values = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP)
     top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
     if sampled:
         if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2
             few = tl.where(c_half < count, first, 0).to(tl.uint64, bitcast=True)
-            top = _bitonic(few, K, True)
+            top = _bitonic(few, K, True, False)  # the first K as a set: _row_outputs orders them
         elif count <= CAP:
             c = tl.arange(0, CAP)
             few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0).to(tl.uint64, bitcast=True)
-            top = _bitonic(few, K, True)
+            top = _bitonic(few, K, True, False)  # the first K as a set: _row_outputs orders them
         else:
             top = _scan_top_k(x_ptr + b * stride_row, v, _row_bound(values, K), scratch_ptr + b * CAPS,
                               KIND, C, K, CAPS)
     bi = tl.arange(0, NBP)
     tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=bi < tl.minimum(n_seg, NB))
     tl.store(nsurv_ptr + b, 0)
-    _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, kc, c_ptr, u, status_ptr,
+    _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, kc, tables, c_ptr, u, status_ptr,
                  token_ptr, ids_ptr, tickets_ptr, K, True)
