@@ -190,6 +190,7 @@ E2E_VERIFIER ?= triton
 ADAPTERS_TIMEOUT ?= 300
 SANITIZE_TIMEOUT ?= 240
 SANITIZE_TOOLS ?= memcheck initcheck racecheck
+SANITIZE_CASES ?=
 # compute-sanitizer from PATH or the CUDA toolkit's usual place.
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 PAIR_ARGS ?=
@@ -332,7 +333,8 @@ sanitize-gpu:
 	@test -n "$(SANITIZER)" || { echo "sanitize-gpu: no compute-sanitizer found (set SANITIZER=)"; exit 2; }
 	rc=0; for tool in $(SANITIZE_TOOLS); do \
 	  r=0; timeout $(SANITIZE_TIMEOUT) $(SANITIZER) --tool $$tool --error-exitcode 1 --print-limit 100000 \
-	    --show-backtrace no $(GPU_PY) -m tools.sanitize_cases > $(OUT)/sanitize_$$tool.log 2>&1 || r=$$?; \
+	    --show-backtrace no $(GPU_PY) -m tools.sanitize_cases $(if $(SANITIZE_CASES),--cases $(SANITIZE_CASES)) \
+	    > $(OUT)/sanitize_$$tool.log 2>&1 || r=$$?; \
 	  echo "$$tool exit $$r: $$(grep -h 'ERROR SUMMARY' $(OUT)/sanitize_$$tool.log | tail -1)"; \
 	  [ $$r -eq 0 ] || rc=1; done; exit $$rc
 

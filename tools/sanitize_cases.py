@@ -73,7 +73,8 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
             select.greedy(_adversarial(x), tile=32, launch=LaunchConfig(greedy="keys"))
             select.greedy(_adversarial(x), tile=32, launch=LaunchConfig(greedy="rescan"))
     x = torch.randn(2, _big(dev), device=dev, generator=g)
-    select.propose(x, *_keys(2, dev))
+    select.propose(x, *_keys(2, dev))  # two rows: the short segments of small batches (config.segment_size)
+    select.propose(torch.randn(8, _big(dev), device=dev, generator=g), *_keys(8, dev))  # the long ones
     select.propose_sharded([x[:, :1000], x[:, 1000:]], *_keys(2, dev))
     select.greedy(x)  # "auto": the keys (fp32)
     select.greedy(x, launch=LaunchConfig(greedy="rescan"))
@@ -157,9 +158,15 @@ def row_gather_cases(dev: torch.device, g: torch.Generator) -> None:
     adapters.draft_from_ragged(adapters.draft_to_ragged(draft, 12, lengths), d)
 
 
+CASES = {"selector": selector_cases, "candidates": malformed_candidates, "verifier": verifier_cases,
+         "gather": row_gather_cases}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.sanitize_cases")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: needs TRITON_INTERPRET=1")
+    ap.add_argument("--cases", nargs="+", choices=tuple(CASES), default=list(CASES),
+                    help="which groups of cases to run (default: all)")
     args = ap.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("tools.sanitize_cases: no CUDA GPU (run under compute-sanitizer on one, or pass --device cpu)",
@@ -170,10 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     dev = torch.device(args.device)
     g = torch.Generator(device=dev).manual_seed(16)
-    selector_cases(dev, g)
-    malformed_candidates(dev, g)
-    verifier_cases(dev, g)
-    row_gather_cases(dev, g)
+    for name in args.cases:
+        CASES[name](dev, g)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     print("sanitize cases: done")

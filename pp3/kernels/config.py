@@ -32,6 +32,7 @@ SECOND_CANDIDATE_TILES = 45
 # row, and the chunk and compaction slots of its fallback scan.
 SEGMENT_BUCKETS = 64
 SEGMENT_CAP = 128
+SEGMENT_PROGRAMS = 1280  # segment_size: programs per launch below which small batches get shorter segments
 SCAN_CHUNK = 1024
 SCAN_CAP = 128
 # Exact arithmetic (SPEC.md "Keywords"): no FMA contraction, no flush to zero. The interpreter ignores both.
@@ -88,12 +89,16 @@ def auto_tile(v: int) -> int:
     return t
 
 
-def segment_size(v: int) -> int:
-    """The segment selector's entries per program for rows of ``v`` entries: the largest power of two in 32 .. 2048
-    that cuts the row into at least 128 segments (many programs, and buckets that bound the row tightly), 32 for
-    shorter rows."""
-    s = 2048
-    while s > 32 and -(-v // s) < 128:
+def segment_size(v: int, b: int) -> int:
+    """The segment selector's entries per program for ``b`` rows of ``v`` entries: the largest power of two in
+    32 .. 1024 that cuts a row into at least SEGMENT_BUCKETS segments (every bucket filled: then each holds the maximum
+    of about v / SEGMENT_BUCKETS entries, and the bound is as tight as with more segments; 32 for shorter rows), halved
+    down to 256 while a launch has fewer than SEGMENT_PROGRAMS programs (small batches: shorter chains per program).
+    Measured on the H200 (bench/NOTES.md, "Selector: bitonic networks in the segment selector")."""
+    s = 1024
+    while s > 32 and -(-v // s) < SEGMENT_BUCKETS:
+        s //= 2
+    while s > 256 and b * -(-v // s) < SEGMENT_PROGRAMS:
         s //= 2
     return s
 

@@ -191,7 +191,7 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
     on ``x`` [B, V], into ``out``. Its buckets and survivor counters (``_workspace``) are left as found."""
     b, v = x.shape
     dev = x.device
-    seg = launch.segment or segment_size(v)
+    seg = launch.segment or segment_size(v, b)
     n_seg = triton.cdiv(v, seg)
     nb, nbp = SEGMENT_BUCKETS, triton.next_power_of_2(SEGMENT_BUCKETS)
     buckets = _workspace.buckets(dev, b, nb)
