@@ -211,8 +211,9 @@ def exercise(device: torch.device) -> None:
     for dt in (torch.float32, torch.float16, torch.bfloat16):
         for v in (100, 5000, 163840):
             x = torch.randn(2, v, device=device, generator=g).to(dt)
-            p = select.propose(x, temp, 1, 2, 3)  # "auto": the tile selector at 2 rows
-            select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector="segments"))
+            p = select.propose(x, temp, 1, 2, 3)  # "auto": the segment selector
+            select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector="tiles"))
+            select.propose(torch.cat([x] * 4), temp.repeat(4), 1, 2, 3)  # 8 rows: the long segments
             select.greedy(x)  # "auto": the keys at fp32, the rescan at fp16 and bf16
             select.greedy(x, launch=LaunchConfig(greedy="keys"))
             select.greedy(x, launch=LaunchConfig(greedy="rescan"))

@@ -210,7 +210,12 @@ def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
 @triton.jit
 def _expf_with(z: tl.tensor, kc: tl.tuple, c_ptr: tl.tensor) -> tl.tensor:
     """``_expf`` with its scalar constants given (``_exp_scalars``): the same operations in the same order."""
-    k, r = _expf_reduce(z, kc)
+    zc = tl.maximum(z, -104.0)  # E1
+    x = zc.to(tl.float64)  # E1: exact
+    t = x * kc[0]  # E2
+    kd = (t + kc[1]) - kc[1]  # E3: nearest integer, ties to even
+    k = kd.to(tl.int32)  # E3: exact
+    r = (x - kd * kc[2]) - kd * kc[3]  # E4
     return _expf_tail(k, r, kc[8], kc[4], kc[5], kc[6], kc[7], c_ptr)
 
 
@@ -224,39 +229,44 @@ def _exp_tables(c_ptr: tl.tensor) -> tuple[tl.tensor, tl.tensor]:
 @triton.jit
 def _expf_regs(z: tl.tensor, kc: tl.tuple, tables: tl.tuple) -> tl.tensor:
     """``_expf_with`` with the table given too (``_exp_tables``, loaded off the chain): E7's two entries are gathered
-    from registers (inside a warp, shuffles) instead of loaded from memory after E6. A gather copies; the arithmetic is
-    ``_expf_finish``'s, the same operations as ``_expf``'s."""
-    k, r = _expf_reduce(z, kc)
-    j = k & 63  # E6
-    return _expf_finish(k, r, kc[8], kc[4], kc[5], kc[6], kc[7], tl.gather(tables[0], j, 0), tl.gather(tables[1], j, 0))
-
-
-@triton.jit
-def _expf_reduce(z: tl.tensor, kc: tl.tuple) -> tuple[tl.tensor, tl.tensor]:
-    """§6 E1-E4 with the scalar constants given: E3's k and E4's r."""
+    from registers (inside a warp, shuffles) instead of loaded from memory after E6. A gather copies; every
+    arithmetic step is ``_expf_with``'s, in the same order (E1-E4 as there, ``_expf_poly`` and ``_expf_scale`` as
+    ``_expf_tail``'s)."""
     zc = tl.maximum(z, -104.0)  # E1
     x = zc.to(tl.float64)  # E1: exact
     t = x * kc[0]  # E2
     kd = (t + kc[1]) - kc[1]  # E3: nearest integer, ties to even
     k = kd.to(tl.int32)  # E3: exact
     r = (x - kd * kc[2]) - kd * kc[3]  # E4
-    return k, r
+    j = k & 63  # E6
+    th = tl.gather(tables[0], j, 0)
+    tlo = tl.gather(tables[1], j, 0)
+    p = _expf_poly(r, kc[8], kc[4], kc[5], kc[6], kc[7])  # E5
+    m = k >> 6  # E6: arithmetic shift (k is signed)
+    return _expf_scale(p, m, th, tlo)
 
 
 @triton.jit
 def _expf_tail(k: tl.tensor, r: tl.tensor, one: tl.tensor, c2: tl.tensor, c3: tl.tensor, c4: tl.tensor,
                c5: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
-    """§6 E5-E9 from E3's k and E4's r, the table's entries loaded from ``c_ptr``."""
+    """§6 E5-E9 from E3's k and E4's r."""
+    p = _expf_poly(r, one, c2, c3, c4, c5)  # E5
     j = k & 63  # E6
-    return _expf_finish(k, r, one, c2, c3, c4, c5, tl.load(c_ptr + C_TH + j), tl.load(c_ptr + C_TL + j))
+    m = k >> 6  # E6: arithmetic shift (k is signed)
+    th = tl.load(c_ptr + C_TH + j)
+    tlo = tl.load(c_ptr + C_TL + j)
+    return _expf_scale(p, m, th, tlo)
 
 
 @triton.jit
-def _expf_finish(k: tl.tensor, r: tl.tensor, one: tl.tensor, c2: tl.tensor, c3: tl.tensor, c4: tl.tensor,
-                 c5: tl.tensor, th: tl.tensor, tlo: tl.tensor) -> tl.tensor:
-    """§6 E5, E7-E9 from E3's k, E4's r and the table's entries TH[j], TL[j] at E6's j = k & 63."""
-    p = r * (one + r * (c2 + r * (c3 + r * (c4 + r * c5))))  # E5
-    m = k >> 6  # E6: arithmetic shift (k is signed)
+def _expf_poly(r: tl.tensor, one: tl.tensor, c2: tl.tensor, c3: tl.tensor, c4: tl.tensor, c5: tl.tensor) -> tl.tensor:
+    """§6 E5: the polynomial p(r), Horner's rule, one fp64 operation per step."""
+    return r * (one + r * (c2 + r * (c3 + r * (c4 + r * c5))))
+
+
+@triton.jit
+def _expf_scale(p: tl.tensor, m: tl.tensor, th: tl.tensor, tlo: tl.tensor) -> tl.tensor:
+    """§6 E7-E9 from E5's p, E6's m and the table's TH[j], TL[j]."""
     y = th + (tlo + th * p)  # E7
     scale = ((m + 1023).to(tl.int64) << 52).to(tl.float64, bitcast=True)  # E8: 2^m from its bits
     return (y * scale).to(tl.float32)  # E8, E9: one fp64 -> fp32 rounding

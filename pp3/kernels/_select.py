@@ -346,10 +346,10 @@ def _row_outputs(
 
     # 4. §5 step 4: slots in ascending ID order, the members first; ID and exponential move together, the ID high
     # and the fp32 bits low.
-    e_bits = e.to(tl.uint32, bitcast=True).to(tl.int64)
     if NET:
         # A bitonic sort of the packed pairs, the non-members' ID field 2^31 - 1 (above every ID): slot s holds the
         # member of the s-th lowest ID, then the non-members; they are the slots a rank would leave empty.
+        e_bits = e.to(tl.uint32, bitcast=True).to(tl.int64)
         packed = (tl.where(member, ids, 0x7FFFFFFF).to(tl.int64) << 32) | tl.where(member, e_bits, 0)
         s_packed = _bitonic(packed, K, False, True)
         s_hi = (s_packed >> 32).to(tl.int32)
@@ -359,7 +359,8 @@ def _row_outputs(
         # a permutation and empty slots come last. The ID field is ID + 1 (0 = not a member).
         lower = (ids[None, :] < ids[:, None]) & member[None, :]
         slot_of = tl.where(member, tl.sum(lower.to(tl.int32), axis=1), slot)
-        s_packed = _place((tl.where(member, ids + 1, 0).to(tl.int64) << 32) | e_bits, slot_of, K)
+        packed = (tl.where(member, ids + 1, 0).to(tl.int64) << 32) | e.to(tl.uint32, bitcast=True).to(tl.int64)
+        s_packed = _place(packed, slot_of, K)
         s_ids = (s_packed >> 32).to(tl.int32) - 1  # -1: an empty slot
     s_member = s_ids >= 0
     s_e = (s_packed & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
