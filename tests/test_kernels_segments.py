@@ -3,7 +3,8 @@ reference, bit for bit, on the rows that test its bound and its fallback: Gaussi
 exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors, segments sharing buckets, ties at the bound, rows masked to a
 few finite entries (spread out or contiguous), sorted rows and all-equal rows (the fallback scan), every row class in
 one batch, and calls one after another (the buckets and counters left as they were found). Planted bugs (a bound one
-too tight, a bitonic merge one exchange short, the fallback scan one entry short) fail these tests.
+too tight, a pre-check of it one too high, a bitonic merge one exchange short, the fallback scan one entry short) fail
+these tests.
 
 Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
 """
@@ -46,6 +47,22 @@ def _check(x: np.ndarray[Any, Any], temp: Any = 1.0, launch: LaunchConfig = SEG,
 
 def _gaussian(b: int, v: int, seed: int) -> np.ndarray[Any, Any]:
     return (np.random.default_rng(seed).standard_normal((b, v)) * 3).astype(np.float32)
+
+
+def test_segment_size_fills_every_bucket_and_shortens_small_batches() -> None:
+    """config.segment_size: at V = 163840 the sizes measured best on the H200 (records/2026-12-04/e5: 256 at B = 1
+    and 2, 512 at B = 4, 1024 from B = 8 on); everywhere a power of two in 32 .. 1024 that fills the 64 buckets when
+    the row allows it, never below 256 for the batch's sake."""
+    from pp3.kernels.config import SEGMENT_BUCKETS, segment_size
+
+    assert [segment_size(163840, b) for b in (1, 2, 4, 8, 16, 64, 1024)] == [256, 256, 512, 1024, 1024, 1024, 1024]
+    for v in (1, 31, 100, 2048, 5000, 32000, 128256, 151936, 163840, 262144, 1 << 20):
+        by_row = segment_size(v, 1 << 20)  # a batch large enough that only the row's rule counts
+        assert by_row & (by_row - 1) == 0 and 32 <= by_row <= 1024
+        assert by_row == 32 or -(-v // by_row) >= SEGMENT_BUCKETS
+        for b in (1, 2, 4, 8, 64):
+            s = segment_size(v, b)
+            assert s == by_row or 256 <= s < by_row, (v, b, s)
 
 
 @pytest.mark.parametrize("v", [2048, 5000])  # 64 segments (one per bucket); 157 (sharing buckets)
@@ -126,6 +143,24 @@ def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(_select, "_kth_largest_net", _one_too_tight)
     with pytest.raises(AssertionError):
         _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="too tight")
+
+
+_FLOOR = _select._row_bound_floor
+
+
+@triton.jit
+def _floor_one_too_high(values: tl.tensor, NBP: tl.constexpr, K: tl.constexpr) -> tl.tensor:
+    """A planted bug: launch B's lower bound of tau one above it, so that a segment whose maximum is tau is skipped."""
+    return _FLOOR(values, NBP, K) + 1
+
+
+def test_a_pre_check_one_too_high_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same row (its 32nd entry the 32nd largest bucket: tau is a segment's maximum, and the buckets' least group
+    maximum): a pre-check one too high skips that segment and loses the entry."""
+    _interpreter_only()
+    monkeypatch.setattr(_select, "_row_bound_floor", _floor_one_too_high)
+    with pytest.raises(AssertionError):
+        _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="pre-check too high")
 
 
 @triton.jit

@@ -607,6 +607,13 @@ def _row_bound(values: tl.tensor, K: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
+def _row_bound_floor(values: tl.tensor, NBP: tl.constexpr, K: tl.constexpr) -> tl.tensor:
+    """A lower bound of ``_row_bound`` for the price of one reduction: the buckets in K groups, each group's largest
+    value (K distinct entries), their least (at most the K-th largest value)."""
+    return tl.min(tl.max(tl.reshape(values, [NBP // K, K]), axis=0))
+
+
+@triton.jit
 def _segment_max_kernel(
     x_ptr: tl.tensor,  # [B, V] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
     stride_row: tl.tensor,  # elements between rows of x
@@ -656,10 +663,9 @@ def _segment_filter_kernel(
     if sampled:
         bits = _widen_bits(raw, KIND)
         okey = tl.where(in_row, _value_key(bits), 0)
-        # A lower bound of tau for the price of a reduction: K groups of the buckets, each group's largest value (K
-        # distinct entries), their least. A segment whose maximum is below it has no survivor (about half of the
-        # segments of a Gaussian row), and skips tau's network.
-        low = tl.min(tl.max(tl.reshape(values, [NBP // K, K]), axis=0))
+        # A segment whose maximum is below a lower bound of tau has no survivor (about half of the segments of a
+        # Gaussian row) and skips tau's network.
+        low = _row_bound_floor(values, NBP, K)
         if tl.max(okey) >= low:
             passed = okey >= _row_bound(values, K)
             n = tl.sum(passed.to(tl.int32))
