@@ -210,12 +210,7 @@ def _expf(z: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
 @triton.jit
 def _expf_with(z: tl.tensor, kc: tl.tuple, c_ptr: tl.tensor) -> tl.tensor:
     """``_expf`` with its scalar constants given (``_exp_scalars``): the same operations in the same order."""
-    zc = tl.maximum(z, -104.0)  # E1
-    x = zc.to(tl.float64)  # E1: exact
-    t = x * kc[0]  # E2
-    kd = (t + kc[1]) - kc[1]  # E3: nearest integer, ties to even
-    k = kd.to(tl.int32)  # E3: exact
-    r = (x - kd * kc[2]) - kd * kc[3]  # E4
+    k, r = _expf_reduce(z, kc)
     return _expf_tail(k, r, kc[8], kc[4], kc[5], kc[6], kc[7], c_ptr)
 
 
@@ -230,20 +225,27 @@ def _exp_tables(c_ptr: tl.tensor) -> tuple[tl.tensor, tl.tensor]:
 def _expf_regs(z: tl.tensor, kc: tl.tuple, tables: tl.tuple) -> tl.tensor:
     """``_expf_with`` with the table given too (``_exp_tables``, loaded off the chain): E7's two entries are gathered
     from registers (inside a warp, shuffles) instead of loaded from memory after E6. A gather copies; every
-    arithmetic step is ``_expf_with``'s, in the same order (E1-E4 as there, ``_expf_poly`` and ``_expf_scale`` as
-    ``_expf_tail``'s)."""
-    zc = tl.maximum(z, -104.0)  # E1
-    x = zc.to(tl.float64)  # E1: exact
-    t = x * kc[0]  # E2
-    kd = (t + kc[1]) - kc[1]  # E3: nearest integer, ties to even
-    k = kd.to(tl.int32)  # E3: exact
-    r = (x - kd * kc[2]) - kd * kc[3]  # E4
+    arithmetic step is ``_expf_with``'s, in the same order (``_expf_reduce`` as there, ``_expf_poly`` and
+    ``_expf_scale`` as ``_expf_tail``'s)."""
+    k, r = _expf_reduce(z, kc)
     j = k & 63  # E6
     th = tl.gather(tables[0], j, 0)
     tlo = tl.gather(tables[1], j, 0)
     p = _expf_poly(r, kc[8], kc[4], kc[5], kc[6], kc[7])  # E5
     m = k >> 6  # E6: arithmetic shift (k is signed)
     return _expf_scale(p, m, th, tlo)
+
+
+@triton.jit
+def _expf_reduce(z: tl.tensor, kc: tl.tuple) -> tuple[tl.tensor, tl.tensor]:
+    """§6 E1-E4 with the scalar constants given (``_exp_scalars``): E3's k and E4's r."""
+    zc = tl.maximum(z, -104.0)  # E1
+    x = zc.to(tl.float64)  # E1: exact
+    t = x * kc[0]  # E2
+    kd = (t + kc[1]) - kc[1]  # E3: nearest integer, ties to even
+    k = kd.to(tl.int32)  # E3: exact
+    r = (x - kd * kc[2]) - kd * kc[3]  # E4
+    return k, r
 
 
 @triton.jit
