@@ -13,7 +13,7 @@ PY312 ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3
 PY313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3
 REF_PYTEST = -m pytest -q -p no:cacheprovider tests proptests/test_reference_vs_oracle.py -m "not interpreter"
 
-.PHONY: test verify typecheck lint audit-exp golden stats bench test-py312 test-py313 wheel-check install-check \
+.PHONY: test verify typecheck lint audit-exp audit-screen golden stats bench test-py312 test-py313 wheel-check install-check \
   triton-matrix clean
 
 # The CPU build of torch that requirements/cpu.txt pins: from the PyTorch CPU wheel index where it is reachable, else
@@ -103,6 +103,9 @@ lint: $(STAMP)
 audit-exp: $(STAMP)
 	$(VPY) tools/audit_exp.py
 
+audit-screen: $(STAMP)
+	$(VPY) tools/audit_screen.py
+
 golden: $(STAMP)
 	$(VPY) tools/gen_golden.py
 
@@ -141,7 +144,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
+.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
 
 GPU_PY ?= python3
 OUT ?= results
@@ -182,6 +185,8 @@ BENCH_TIMEOUT ?= 420
 BENCHV_B ?= 1 4 64
 BENCHV_TIMEOUT ?= 200
 DRAFTER_TIMEOUT ?= 300
+# e.g. DRAFTER_ARGS="--verify-only --batch 1 64"
+DRAFTER_ARGS ?=
 E2E_N ?= 1000000
 E2E_MUTANT_N ?= 100000
 E2E_TIMEOUT ?= 250
@@ -197,10 +202,10 @@ PAIR_ARGS ?=
 PAIR_TIMEOUT ?= 530
 RANK_TIMEOUT ?= 470
 # The usual order: correctness first, then speed. Together they outlast one device command (10 minutes): pick steps.
-GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab \
+GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu screen-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab \
   bench-drafter audit-e2e-gpu
 
-GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab \
+GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab \
   bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-steps
 $(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
@@ -262,6 +267,11 @@ expf-gpu:
 	$(gpu_step)
 	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_exp.py --device cuda 2>&1 | tee $(OUT)/expf_audit.log | tail -4
 
+# The verifier's screening exponential on every input: its bound against the device expf (pp3.kernels.screen).
+screen-gpu:
+	$(gpu_step)
+	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_screen.py --device cuda 2>&1 | tee $(OUT)/screen_audit.log | tail -6
+
 stats-gpu:
 	$(gpu_step)
 	timeout $(STATS_TIMEOUT) $(GPU_PY) -m stats --quick --device cuda --out $(OUT) 2>&1 | tee $(OUT)/stats.log \
@@ -318,7 +328,7 @@ bench-vocab:
 # The depth-5 draft loop and the Triton verifier (parity, latency), into $(OUT)/bench_drafter.json.
 bench-drafter:
 	$(gpu_step)
-	timeout $(DRAFTER_TIMEOUT) $(GPU_PY) -m bench.drafter --out $(OUT) 2>&1 | tee $(OUT)/bench_drafter.log | tail -20
+	timeout $(DRAFTER_TIMEOUT) $(GPU_PY) -m bench.drafter --out $(OUT) $(DRAFTER_ARGS) 2>&1 | tee $(OUT)/bench_drafter.log | tail -20
 
 # The end-to-end losslessness audit with the drafter on the GPU and the Triton verifier.
 audit-e2e-gpu:

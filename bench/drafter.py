@@ -81,6 +81,18 @@ def _flashinfer() -> tuple[Callable[..., Any] | None, str]:
     return chain_speculative_sampling, "ok"
 
 
+def _baseline() -> tuple[Callable[..., Any] | None, str]:
+    """The verifier of an older copy of pp3 (package ``pp3_baseline`` in the folder PP3_BENCH_BASELINE, named by
+    PP3_BENCH_BASELINE_NAME), timed beside this one: or None."""
+    folder = os.environ.get("PP3_BENCH_BASELINE")
+    if not folder:
+        return None, ""
+    sys.path.insert(0, folder)
+    from pp3_baseline.kernels import accept as base  # type: ignore[import-not-found]
+
+    return base.verify, f"pp3_baseline {os.environ.get('PP3_BENCH_BASELINE_NAME', '')}".strip()
+
+
 def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[dict[str, Any]]:
     """Per (dtype, depth, B): pp3's verifier (parity with the reference, then one CUDA graph), a read-only pass over
     the same target logits, and FlashInfer's softmax + chain_speculative_sampling on dense fp32 q and p (q exported
@@ -94,6 +106,7 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[d
     delta = torch.from_numpy(rng.integers(-1, 2, size=tuple(model.embedding.shape)) / 32).to(model.embedding)
     target = MarkovDrafter(model.embedding + delta, torch.cat(model.shards, 1))
     chain, fi_note = _flashinfer()
+    base, base_name = _baseline()
     rows = []
     cases = [(dt, d, b, 1.0) for dt in dtypes for d in depths for b in batches]
     cases += [("float32", DEPTH, 4, 0.0), ("float32", DEPTH, 4, 2.0)]
@@ -128,6 +141,14 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[d
 
             row["pp3"] = time_calls(run, 100)
             row["read_only_pass"] = time_calls(read, 100)
+            if base is not None:
+
+                def run_base(a: tuple[Any, ...] = args) -> Any:
+                    return base(*a)
+
+                row["baseline"] = base_name
+                row["baseline_parity"] = not row_mismatch(to_numpy(run_base()), want).any()
+                row["pp3_baseline"] = time_calls(run_base, 100)
             if chain is not None:
                 q = dense_probs(draft.ids, draft.tickets, V)  # [B, depth, V] fp32, exact
                 tok = draft.tokens.clamp_min(0)

@@ -240,6 +240,56 @@ def test_tests_of_the_argmax_decided_with_and_without_the_remainder(
     same(case, 16)
 
 
+def _screened_case() -> dict[str, Any]:
+    """Sampled requests whose drafts are the reference's own proposals from the target rows (q close to p: tests
+    near their acceptance boundary) at three temperatures, one of them a power of two."""
+    case = random_case(np.random.default_rng(43), 12, 3, 40, 1.0)
+    case["target_temperature"] = np.resize(np.array([1.0, 0.6, 0.5], dtype=np.float32), 12)
+    return case
+
+
+@pytest.mark.parametrize("margin", ["default", "raised"])
+def test_tests_decided_by_the_screen_and_by_the_exact_sum(margin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Launch 3 decides a test by launch 2's interval S~ (1 +- margin) (pp3.kernels.screen). With the margin raised
+    to 1/2 almost every test is open, so its request goes through launches 4 to 6 (the exact S of every row, the
+    remainders, the chain again) and row a's S comes from launch 4 for every draw: both must equal the reference."""
+    from pp3.kernels import accept
+
+    if margin == "raised":
+        monkeypatch.setattr(accept, "screen_margin", lambda: 0.5)
+    same(_screened_case(), 16)
+
+
+def test_a_screen_margin_too_small_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: an interval S~ (1 +- margin) that misses S (margin -1/4: S_hi below S~) accepts tests whose U_j lies
+    between the exact floor count and c(S_hi). The comparison with the reference must see it; this is the power the
+    default margin's derivation (pp3.kernels.screen) relies on in the tests above."""
+    from pp3.kernels import accept
+
+    monkeypatch.setattr(accept, "screen_margin", lambda: -0.25)
+    case = _screened_case()
+    with pytest.raises(AssertionError):
+        same(case, 16)
+
+
+@pytest.mark.parametrize("temp", [2.0**-126, 0.25, 1.0, 2.0, 2.0**127])
+def test_power_of_two_temperatures_divide_as_a_product(temp: float) -> None:
+    """P3 for T = 2^e is d times the exact reciprocal 2^-e (launches 2-8, ``_accept._exponent``): the correctly
+    rounded d 2^-e either way. Bit for bit on NumPy over every class of fp32 d (subnormal, overflowing, signed
+    zero, -inf, random), then the kernel against the reference at that temperature."""
+    f = np.float32
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, -1e-45, -1.1754942e-38, -1.5e-40, -3.4028235e38, -np.inf, -1.0, -0.7], dtype=f)
+    d = np.concatenate([special, -rng.random(4096).astype(f) * f(100.0),
+                        -(rng.integers(0, 0x7F800000, 4096, dtype=np.uint32).view(f))])
+    with np.errstate(over="ignore", divide="ignore"):
+        by_product = d * (f(1.0) / f(temp))
+        by_division = d / f(temp)
+    assert_equal(by_product.view(np.uint32), by_division.view(np.uint32), f"T = {temp}")
+    case = random_case(np.random.default_rng(7), 3, 2, 24, temp)
+    same(case, 8)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="V = 163840 rows: too slow for the interpreter")
 def test_open_tests_at_the_full_vocabulary() -> None:
     """Flat target rows at V = 163840: S = V, every floor count c = floor(2^40 / V) = 6710886 and R = 2^40 - V c =

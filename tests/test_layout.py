@@ -36,7 +36,7 @@ def test_the_package_imports_no_repository_tool(path: Path) -> None:
 # The package's layers, lowest first. A module imports modules of lower layers only, or of its own layer inside its
 # own folder (the reference's parts, the test kit's, the audits'); a new module must be placed here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pp3.reference",),  # the definition: NumPy only
+    ("pp3.reference", "pp3.kernels.screen"),  # NumPy only: the definition; the verifier's screen (never a result)
     ("pp3", "pp3.kernels.config", "pp3.kernels.buffers", "pp3.kernels._common", "pp3.kernels._workspace"),
     ("pp3.kernels.checks", "pp3.kernels._select", "pp3.kernels._accept", "pp3.kernels._rows",  # checks; jit bodies
      "pp3.kernels._greedy"),

@@ -1,7 +1,7 @@
 """Triton bodies of the verifier (SPEC.md §11). The launcher and argument checks live in ``accept.py``; the helpers
 both operations use (widening, the §4.1 key, the §3 flags, ``_expf``, the pairwise tree) in ``_common.py``, with the
-arithmetic model every exact-path kernel follows. A verification is seven launches over the target rows and their
-tiles (below). Every sum but the §11.4 P4 tree is over integers (exact).
+arithmetic model every exact-path kernel follows. A verification is eight launches over the target rows and their
+tiles (below). Every sum but the §11.4 P4 tree and launch 2's screen is over integers (exact).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pp3.kernels._common import (
     OKEY_POS_INF,
     TICKETS,
     _expf,
+    _expf_screen,
     _last_of_row,
     _load_padded,
     _masked_by,
@@ -36,12 +37,27 @@ ST_REJECTED = tl.constexpr(3)  # 1: draft a was rejected (Q* = Q_a); 0: the bonu
 
 
 @triton.jit
+def _exponent(x: tl.tensor, m: tl.tensor, temp: tl.tensor) -> tl.tensor:
+    """§11.4 P2-P3's argument of the exponential: z = fl32(fl32(x - m) / T), -inf where d = -inf.
+
+    A temperature that is a power of two 2^e (-126 <= e <= 127: its reciprocal 2^-e is an fp32 number, subnormal at
+    e = 127) divides as the product by that reciprocal: both are the correctly rounded value of the same real d 2^-e,
+    so every bit is the division's (``tests/test_kernels_accept.py`` checks it on every fp32 d class); T = 1, the
+    usual target temperature, then costs one multiplication instead of an IEEE division per entry."""
+    d = x - m  # P2: fp32
+    tb = temp.to(tl.uint32, bitcast=True)
+    ex = (tb >> 23) & 0xFF
+    if ((tb & 0x807FFFFF) == 0) & (ex >= 1) & (ex <= 254):
+        z = d * tl.math.div_rn(1.0, temp)  # the exact reciprocal of a power of two
+    else:
+        z = tl.math.div_rn(d, temp)  # P3: IEEE fp32 division (NaN only where d = -inf and T = +inf)
+    return tl.where(d == float("-inf"), float("-inf"), z)  # P3: d = -inf -> expf(-inf) = +0.0
+
+
+@triton.jit
 def _weights(x: tl.tensor, m: tl.tensor, temp: tl.tensor, c_ptr: tl.tensor) -> tl.tensor:
     """§11.4 P2-P3 and the exact widening of P4: fp32 logits -> fp64 weights (0 where d = -inf)."""
-    d = x - m  # P2: fp32
-    z = tl.math.div_rn(d, temp)  # P3: IEEE fp32 division (NaN only where d = -inf and T = +inf)
-    z = tl.where(d == float("-inf"), float("-inf"), z)  # P3: d = -inf -> expf(-inf) = +0.0
-    return _expf(z, c_ptr).to(tl.float64)
+    return _expf(_exponent(x, m, temp), c_ptr).to(tl.float64)
 
 
 @triton.jit
@@ -99,28 +115,29 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
     return out
 
 
-# ------------------------------------------------------------------------------------------ the seven launches
+# ------------------------------------------------------------------------------------------ the eight launches
 #
-# A verification runs as seven launches over the target rows r = (b, j) (row b of the batch, target position j) and
+# A verification runs as eight launches over the target rows r = (b, j) (row b of the batch, target position j) and
 # their tiles t. Partial results go to [R, n_tiles] buffers; the row's program that counts in last
 # (``_last_of_row``, the row counters of ``_workspace``) reduces them once into [R] or [B] buffers that later launches
 # read as scalars. Each reduction is in a fixed order (the P4 tree) or over integers, so which program is last changes
 # no bit.
 #   1. Per tile: the largest okey (§4.1), its lowest ID and the largest |bits|; the row's class, g and m.
-#   2. Per tile of the OK rows of sampled requests: the §11.4 P4 subtree sum of the weights; the row's S.
-#   3. Per request: the status and the acceptance chain (§11.6) without the remainders R (P6). A draft x_j != g_j
-#      has P_j(x_j) = c_j(x_j), the floor count alone; for x_j = g_j, P_j(x_j) = c + R with 0 <= R <= V (§11.4,
-#      "Range"), so U_j < c accepts and U_j >= c + V rejects whatever R is. Only U_j in c .. c + V - 1 needs R: the
-#      chain stops there and the request is marked. That window holds at most V of the s_j values U_j takes, and
-#      x_j = g_j is drawn with probability s_j / 2^40, so a test is open with probability at most V / 2^40
-#      (1.5e-7 at V = 163840) whatever the drafter.
-#   4. Only for marked requests, CHUNK tiles per program: the P5 floor counts of every target row; the row's R.
-#   5. Only for marked requests: launch 3's chain again, with R (the same code with ``have_r``).
-#   6. Per tile of row (b, a) of every request that draws (§11.7): the sum of the plain floor counts c, and the sum
+#   2. Per tile of the OK rows of sampled requests: the screen's sum (``pp3.kernels.screen``: a cheap fp32
+#      exponential, within 2^-18 of §6's); the row's S~, with S_lo = S~ (1 - 2^-16) <= S <= S_hi = S~ (1 + 2^-16).
+#   3. Per request: the status and the acceptance chain (§11.6) by the interval alone. P_j(x_j) = c + [x_j = g_j] R
+#      with the floor count c between c(S_hi) and c(S_lo) and 0 <= R <= V (§11.4, "Range"), so U_j < c(S_hi)
+#      accepts and U_j >= c(S_lo) + [x_j = g_j] V rejects whatever S and R are. A U_j in between stops the chain and
+#      marks the request: probability about 2^-15 p_j(x_j) / q_j(x_j) + [x_j = g_j] V / 2^40 per test.
+#   4. Per tile of the rows whose exact S a later launch reads (row a of a request that draws, every row of a
+#      marked one): the §11.4 P4 subtree sums of the weights; the row's S.
+#   5. Only for marked requests, CHUNK tiles per program: the P5 floor counts of every target row; the row's R.
+#   6. Only for marked requests: launch 3's chain again, with S and R (the same code with ``have_r``).
+#   7. Per tile of row (b, a) of every request that draws (§11.7): the sum of the plain floor counts c, and the sum
 #      of min(c(y), Q*(y) 2^16) over the slots of Q* in the tile but g's. Since r = P - min(P, Q* 2^16), the
 #      residual's tile sums follow from these and R = 2^40 - (the sum of c), which the row's last program forms with
 #      g's own term; it draws U below their sum (§11.5) and finds the tile t* that holds the draw.
-#   7. Per request that draws: the residual over tile t* alone, its cumulative sum from the sums before t*, and the
+#   8. Per request that draws: the residual over tile t* alone, its cumulative sum from the sums before t*, and the
 #      token: the first y with U < C(y).
 # A launch skips whole rows that no later launch reads; the skip depends on the row alone (values of an earlier
 # launch), so either every program of a row counts in or none does, and a skipped row's counter stays 0.
@@ -203,6 +220,43 @@ def _verify_tiles_kernel(
 
 
 @triton.jit
+def _verify_screen_kernel(
+    x_ptr: tl.tensor,  # [B, D+1, V] raw target logit bits
+    stride_b: tl.tensor,
+    stride_j: tl.tensor,
+    v: tl.tensor,
+    n_tiles: tl.tensor,
+    cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0
+    cls_ptr: tl.tensor,  # [R] int32: launch 1's row classes
+    m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's fp32 tree of the screen values, widened
+    approx_ptr: tl.tensor,  # [R] fp64 out: each screened row's S~ (pp3.kernels.screen: S is within a margin of it)
+    D: tl.constexpr,
+    KIND: tl.constexpr,
+    TILE: tl.constexpr,
+    TILE_LOG: tl.constexpr,  # log2(TILE)
+    NTP: tl.constexpr,
+    NTP_LOG: tl.constexpr,  # log2(NTP)
+) -> None:
+    # Launch 2: S~, the sum of the screening exponential (fp32) of every entry of the OK rows of sampled requests,
+    # per tile by the fp32 tree, then the tiles' fp64 tree in the row's last program.
+    pid = tl.program_id(0).to(tl.int64)
+    r = pid // n_tiles
+    t = pid % n_tiles
+    b = r // (D + 1)
+    temp = tl.load(temp_ptr + b)
+    if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
+        row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
+        offs = t * TILE + tl.arange(0, TILE)
+        in_row = offs < v
+        e = _expf_screen(_exponent(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp))
+        tl.store(sums_ptr + pid, _tree(tl.where(in_row, e, 0.0), TILE, TILE_LOG).to(tl.float64))
+        if _last_of_row(cnt_ptr, r, n_tiles):
+            tl.store(approx_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
+
+
+@triton.jit
 def _verify_sums_kernel(
     x_ptr: tl.tensor,  # [B, D+1, V] raw target logit bits
     stride_b: tl.tensor,
@@ -214,6 +268,7 @@ def _verify_sums_kernel(
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of SPEC.md §6 (layout: _common.C_*)
+    state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's state (ST_*)
     sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's P4 subtree sum (rows that are summed)
     s_ptr: tl.tensor,  # [R] fp64 out: each summed row's S
     D: tl.constexpr,
@@ -223,21 +278,25 @@ def _verify_sums_kernel(
     NTP: tl.constexpr,
     NTP_LOG: tl.constexpr,  # log2(NTP)
 ) -> None:
-    # Launch 2: §11.4 P2-P4 per tile, for OK rows of sampled requests (the others never use S); the row's last
-    # program computes S.
+    # Launch 4: §11.4 P2-P4 per tile (b, t) of the rows whose exact S a later launch reads: row a of a request that
+    # draws (launches 7 and 8), every OK row of a marked one (launches 5 and 6); the row's last program computes S.
     pid = tl.program_id(0).to(tl.int64)
-    r = pid // n_tiles
+    b = pid // n_tiles
     t = pid % n_tiles
-    b = r // (D + 1)
-    temp = tl.load(temp_ptr + b)
-    if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
-        row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
+    marked = tl.load(state_ptr + STATE * b + ST_MARKED) != 0
+    if marked | (tl.load(state_ptr + STATE * b + ST_DRAWS) != 0):
+        a = tl.load(state_ptr + STATE * b + ST_A)
+        temp = tl.load(temp_ptr + b)
         offs = t * TILE + tl.arange(0, TILE)
         in_row = offs < v
-        w = _weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp, c_ptr)
-        tl.store(sums_ptr + pid, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
-        if _last_of_row(cnt_ptr, r, n_tiles):
-            tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
+        for j in range(tl.where(marked, 0, a), tl.where(marked, D + 1, a + 1)):
+            r = b * (D + 1) + j
+            if tl.load(cls_ptr + r) == 0:  # temp > 0: the request is sampled
+                row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
+                w = _weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp, c_ptr)
+                tl.store(sums_ptr + r * n_tiles + t, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
+                if _last_of_row(cnt_ptr, r, n_tiles):
+                    tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
 
 
 @triton.jit
@@ -252,7 +311,7 @@ def _verify_counts_kernel(
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of §6
-    s_ptr: tl.tensor,  # [R] fp64: launch 2's S
+    s_ptr: tl.tensor,  # [R] fp64: launch 4's S
     state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's state (ST_*)
     counts_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's sum of P5 floor counts (marked requests)
     rem_ptr: tl.tensor,  # [R] int64 out: each counted row's remainder R
@@ -263,7 +322,7 @@ def _verify_counts_kernel(
     CHUNK: tl.constexpr,  # tiles per program
     NTP: tl.constexpr,
 ) -> None:
-    # Launch 4: §11.4 P5, CHUNK tiles per program, for the rows of requests that launch 3 marked (rare: a grid of
+    # Launch 5: §11.4 P5, CHUNK tiles per program, for the rows of requests that launch 3 marked (rare: a grid of
     # programs that mostly return at once); the row's last program computes R (P6).
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_prog
@@ -293,8 +352,9 @@ def _verify_rows_kernel(
     cls_ptr: tl.tensor,  # [R] int32: launch 1's row classes
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    s_ptr: tl.tensor,  # [R] fp64: launch 2's S
-    rem_ptr: tl.tensor,  # [R] int64: launch 4's R (read only with have_r)
+    approx_ptr: tl.tensor,  # [R] fp64: launch 2's S~ (read only without have_r)
+    s_ptr: tl.tensor,  # [R] fp64: launch 4's S (read only with have_r)
+    rem_ptr: tl.tensor,  # [R] int64: launch 5's R (read only with have_r)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     tok_ptr: tl.tensor,  # [B, D] int32 draft tokens
     dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
@@ -309,14 +369,16 @@ def _verify_rows_kernel(
     acc_ptr: tl.tensor,  # [B] int32 out: accepted drafts, -1 for failed rows
     out_ptr: tl.tensor,  # [B, D+1] int32 out: tokens (a sampled row's token at index a: launch 7 writes it)
     state_ptr: tl.tensor,  # [B, STATE] int32 out: the state (ST_*) for launches 4-7
-    have_r: tl.tensor,  # 0: launch 3, every request, without R; 1: launch 5, the marked requests, with R
+    have_r: tl.tensor,  # 0: launch 3, every request, by S~ and without R; 1: launch 6, the marked ones, with S and R
     r_bound: tl.tensor,  # an upper bound on every R (V, §11.4 "Range"; tests raise it to open more tests)
+    up: tl.tensor,  # fp32 1 + margin and 1 - margin, both exact: S lies within S~ (1 +- margin)
+    down: tl.tensor,  # (margin: screen.SCREEN_MARGIN; tests raise it likewise)
     D: tl.constexpr,  # proposal depth
     DP: tl.constexpr,  # power of two >= D + 1
     K: tl.constexpr,  # 32
     KIND: tl.constexpr,
 ) -> None:
-    # Launches 3 and 5: one program per request row.
+    # Launches 3 and 6: one program per request row.
     b = tl.program_id(0).to(tl.int64)
     if (have_r == 0) | (tl.load(state_ptr + STATE * b + ST_MARKED) != 0):
         jd = tl.arange(0, DP)
@@ -380,14 +442,19 @@ def _verify_rows_kernel(
             if test & sampled:
                 r = b * (D + 1) + j
                 wx = _weights(_load_one(x_row + j * stride_j, tok, KIND), tl.load(m_ptr + r), temp, c_ptr)
-                c = _floor_count(wx, tl.load(s_ptr + r)).to(tl.uint64)
                 qx = tl.sum(tl.where(jd == j, qvec, 0))
                 u = _uniform_below(seed, rnd, pos + j, dom_acc.to(tl.uint64, bitcast=True), (qx << 16).to(tl.uint64))
                 if have_r != 0:
+                    c = _floor_count(wx, tl.load(s_ptr + r)).to(tl.uint64)
                     acc = u < c + tl.where(tok == g, tl.load(rem_ptr + r), 0).to(tl.uint64)  # P_j(x_j), §11.4 P6
                 else:
-                    acc = u < c  # P_j(x_j) >= c; r_bound can be Triton's constant 1 (no .to on it)
-                    marked = tl.where((tok == g) & (u >= c) & (u < c + r_bound), 1, marked)
+                    # c is nonincreasing in S and S_lo <= S <= S_hi: c(S_hi) <= c <= c(S_lo) (pp3.kernels.screen).
+                    s_apx = tl.load(approx_ptr + r)
+                    c_lo = _floor_count(wx, s_apx * up).to(tl.uint64)
+                    c_hi = _floor_count(wx, s_apx * down).to(tl.uint64)
+                    acc = u < c_lo  # P_j(x_j) >= c >= c_lo; r_bound can be Triton's constant 1 (no .to on it)
+                    marked = tl.where((u >= c_lo) & (u < c_hi + tl.where(tok == g, r_bound, 0).to(tl.uint64)), 1,
+                                      marked)
             a += acc.to(tl.int32)
             alive = alive & acc
 
@@ -424,7 +491,7 @@ def _verify_residual_kernel(
     cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    s_ptr: tl.tensor,  # [R] fp64: launch 2's S
+    s_ptr: tl.tensor,  # [R] fp64: launch 4's S
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
@@ -433,7 +500,7 @@ def _verify_residual_kernel(
     pos_ptr: tl.tensor,  # [B] uint64 absolute position of draft 0 (int64 bits)
     c_ptr: tl.tensor,  # fp64 constants of §6
     dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
-    state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's or 5's state (ST_*)
+    state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's or 6's state (ST_*)
     plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c (drawing rows)
     corr_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of min(c, Q* 2^16) at Q*'s slots but g
     draw_ptr: tl.tensor,  # [B, 3] int64 out: the tile t* of the draw, U less the residual before t*, and R
@@ -443,7 +510,7 @@ def _verify_residual_kernel(
     TILE: tl.constexpr,
     NTP: tl.constexpr,
 ) -> None:
-    # Launch 6: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
+    # Launch 7: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
@@ -498,20 +565,20 @@ def _verify_draw_kernel(
     v: tl.tensor,
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    s_ptr: tl.tensor,  # [R] fp64: launch 2's S
+    s_ptr: tl.tensor,  # [R] fp64: launch 4's S
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
     c_ptr: tl.tensor,  # fp64 constants of §6
     state_ptr: tl.tensor,  # [B, STATE] int32: the state (ST_*)
-    draw_ptr: tl.tensor,  # [B, 3] int64: launch 6's t*, U less the residual before t*, and R
+    draw_ptr: tl.tensor,  # [B, 3] int64: launch 7's t*, U less the residual before t*, and R
     out_ptr: tl.tensor,  # [B, D+1] int32 out: the token at index a
     D: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
 ) -> None:
-    # Launch 7: one program per request row. The token is t* TILE + the number of y of tile t* with C(y) <= U.
+    # Launch 8: one program per request row. The token is t* TILE + the number of y of tile t* with C(y) <= U.
     b = tl.program_id(0).to(tl.int64)
     if tl.load(state_ptr + STATE * b + ST_DRAWS) != 0:
         a = tl.load(state_ptr + STATE * b + ST_A)

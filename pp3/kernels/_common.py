@@ -14,6 +14,8 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.language.random import philox_impl
 
+from pp3.kernels.screen import LN2_HI, LN2_LO, LOG2E, MAGIC, POLY, SCREEN_FLOOR
+
 # Layout of the fp64 constants tensor of §6 (built from pp3.reference.exponential by select.exp_constants).
 C_INV = tl.constexpr(0)
 C_SHIFT = tl.constexpr(1)
@@ -274,6 +276,41 @@ def _expf_scale(p: tl.tensor, m: tl.tensor, th: tl.tensor, tlo: tl.tensor) -> tl
     return (y * scale).to(tl.float32)  # E8, E9: one fp64 -> fp32 rounding
 
 
+# The verifier's screening exponential (``pp3.kernels.screen``: its NumPy twin, the constants and its audited bound).
+SCREEN_FLOOR_Z = tl.constexpr(SCREEN_FLOOR)
+SCREEN_LOG2E = tl.constexpr(LOG2E)
+SCREEN_MAGIC = tl.constexpr(MAGIC)
+SCREEN_MAGIC_BITS = tl.constexpr(0x4B400000)  # the bits of MAGIC
+SCREEN_LN2_HI = tl.constexpr(LN2_HI)
+SCREEN_LN2_LO = tl.constexpr(LN2_LO)
+SCREEN_P2 = tl.constexpr(POLY[0])
+SCREEN_P3 = tl.constexpr(POLY[1])
+SCREEN_P4 = tl.constexpr(POLY[2])
+SCREEN_P5 = tl.constexpr(POLY[3])
+SCREEN_P6 = tl.constexpr(POLY[4])
+SCREEN_P7 = tl.constexpr(POLY[5])
+
+
+@triton.jit
+def _expf_screen(z: tl.tensor) -> tl.tensor:
+    """``screen.expf_screen`` (fp32 z <= 0, -inf allowed), step for step: within ``screen.SCREEN_REL`` of §6's
+    ``expf`` for z >= -86, +0.0 below. Never an output: the verifier's launch 2 bounds S with it."""
+    zc = tl.maximum(z, SCREEN_FLOOR_Z)
+    big = zc * SCREEN_LOG2E + SCREEN_MAGIC
+    kf = big - SCREEN_MAGIC  # rint(zc / ln 2), ties to even
+    r = (zc - kf * SCREEN_LN2_HI) - kf * SCREEN_LN2_LO
+    p = SCREEN_P6 + r * SCREEN_P7
+    p = SCREEN_P5 + r * p
+    p = SCREEN_P4 + r * p
+    p = SCREEN_P3 + r * p
+    p = SCREEN_P2 + r * p
+    p = 1.0 + r * p
+    p = 1.0 + r * p
+    k = big.to(tl.int32, bitcast=True) - SCREEN_MAGIC_BITS
+    scale = ((k + 127) << 23).to(tl.float32, bitcast=True)  # 2^k, normal for k >= -124
+    return tl.where(z < SCREEN_FLOOR_Z, 0.0, p * scale)
+
+
 @triton.jit
 def _tree(w: tl.tensor, N: tl.constexpr, LOG: tl.constexpr) -> tl.tensor:
     """§5 step 4 / §11.4 P4: the fp64 pairwise tree over N = 2^LOG entries, adjacent pairs first (a fixed order on every
@@ -302,6 +339,20 @@ def _expf_kernel(
     mask = offs < n
     z = tl.load(z_ptr + offs, mask=mask, other=0.0)
     tl.store(out_ptr + offs, _expf(z, c_ptr), mask=mask)
+
+
+@triton.jit
+def _expf_screen_kernel(
+    z_ptr: tl.tensor,  # [n] fp32 inputs (z <= 0)
+    out_ptr: tl.tensor,  # [n] fp32 out: the screening exponential (pp3.kernels.screen)
+    n: tl.tensor,  # number of inputs
+    BLOCK: tl.constexpr,
+) -> None:
+    # The verifier's screening exponential alone, for the exhaustive audit of its bound (tools/audit_screen.py).
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    z = tl.load(z_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, _expf_screen(z), mask=mask)
 
 
 @triton.jit

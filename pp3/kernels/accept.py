@@ -1,7 +1,7 @@
 """The verifier's public entry point: ``verify`` mirrors ``pp3.reference.verify`` (SPEC.md §11) on torch tensors.
 
 Every argument is checked here once (``checks``), before any launch and without reading device memory, so a
-verification can be captured in a CUDA graph with the draft; then ``launchers.verify`` runs the seven launches
+verification can be captured in a CUDA graph with the draft; then ``launchers.verify`` runs the eight launches
 (``_accept.py``), trusting them.
 """
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
-from pp3.kernels import checks, launchers
+from pp3.kernels import checks, launchers, screen
 from pp3.kernels.buffers import RowKeys, Verdict
 from pp3.reference._constants import K
 
-__all__ = ["Verdict", "remainder_bound", "uniform_below", "verify"]
+__all__ = ["Verdict", "expf_screen", "remainder_bound", "screen_margin", "uniform_below", "verify"]
 
 
 def verify(
@@ -36,7 +36,7 @@ def verify(
 
     ``target_logits`` [B, D+1, V] fp32/fp16/bf16; drafts as ``pp3.drafter.Draft`` holds them (int32 tokens, int8
     statuses, int32 slots); ``seed``/``round``/``position`` int64 tensors of uint64 bits (or ints / sequences).
-    Seven launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
+    Eight launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
     caller-owned output buffers (a ``Verdict`` of contiguous tensors that share no memory with each other or with an
     input), written in place.
     """
@@ -56,7 +56,8 @@ def verify_args(
     position: Any,
     tile: Any,
     out: Any,
-) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, RowKeys, int, Verdict]:
+) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, RowKeys, int, float,
+           Verdict]:
     """The arguments of ``verify``, checked, as ``launchers.verify`` takes them (the custom operators' fake
     implementations check through it too)."""
     x = checks.logits("target_logits", target_logits, dims=3)
@@ -73,7 +74,15 @@ def verify_args(
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
     dest = checks.verdict_out(out, b, d1, dev, [("target_logits", x), *drafts, *keys.named()])
     tok, dst, ids, tix = (a for _, a in drafts)
-    return x, t, tok, dst, ids, tix, keys, remainder_bound(v), dest
+    return x, t, tok, dst, ids, tix, keys, remainder_bound(v), screen_margin(), dest
+
+
+def screen_margin() -> float:
+    """The relative margin around launch 2's S~ that holds every row's S (``pp3.kernels.screen``). Launch 3 decides
+    a test by the interval S~ (1 +- margin) unless U_j falls between the floor counts at its ends (then launches 4 to
+    6 do, with the exact S); a larger margin only sends more tests there (the tests raise it to 1/2 to run that path
+    for almost every test)."""
+    return screen.SCREEN_MARGIN
 
 
 def remainder_bound(v: int) -> int:
@@ -81,6 +90,15 @@ def remainder_bound(v: int) -> int:
     the test of a draft x_j = g_j without R unless U_j falls in c .. c + bound - 1 (then launches 4 and 5 do, with R);
     a larger bound only sends more tests there (the tests raise it to 2^40 to run that path often)."""
     return v
+
+
+def expf_screen(z: torch.Tensor) -> torch.Tensor:
+    """The verifier's screening exponential (``pp3.kernels.screen``, never an output) on a 1-D fp32 tensor of z <= 0,
+    through the kernels' own device code: for the audit of its bound (tools/audit_screen.py)."""
+    if not isinstance(z, torch.Tensor) or z.dtype != torch.float32 or z.dim() != 1:
+        raise TypeError("z: expected a 1-D float32 torch.Tensor")
+    z = z.contiguous()
+    return launchers.expf_screen(z, torch.empty_like(z))
 
 
 def uniform_below(seed: torch.Tensor, round: torch.Tensor, position: torch.Tensor, domain: int,

@@ -300,12 +300,14 @@ def verify(
     draft_tickets: torch.Tensor,
     keys: RowKeys,
     r_bound: int,
+    margin: float,
     out: Verdict,
 ) -> Verdict:
-    """The verifier's seven launches (``_accept.py``) on target logits ``x`` [B, D+1, V] and the drafts [B, D] /
-    [B, D, K], into ``out``. ``r_bound``: an upper bound on every remainder R (``accept.remainder_bound``). The last
-    program of a row in launches 1, 2, 4 and 6 reduces the row's partials once, counted in with the row counters
-    of ``_workspace``, into per-row buffers the later launches read."""
+    """The verifier's eight launches (``_accept.py``) on target logits ``x`` [B, D+1, V] and the drafts [B, D] /
+    [B, D, K], into ``out``. ``r_bound``: an upper bound on every remainder R (``accept.remainder_bound``);
+    ``margin``: S lies within S~ (1 +- margin) (``accept.screen_margin``; 1 +- margin must be fp32 numbers). The
+    last program of a row in launches 1, 2, 4, 5 and 7 reduces the row's partials once, counted in with the row
+    counters of ``_workspace``, into per-row buffers the later launches read."""
     b, d1, v = x.shape
     d = d1 - 1
     dev = x.device
@@ -318,7 +320,8 @@ def verify(
     cls = torch.empty(rows, dtype=torch.int32, device=dev)
     argmax = torch.empty(rows, dtype=torch.int32, device=dev)
     maxima = torch.empty(rows, dtype=torch.float32, device=dev)
-    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)
+    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)  # launch 2's, then launch 4's
+    approx = torch.empty(rows, dtype=torch.float64, device=dev)
     total = torch.empty(rows, dtype=torch.float64, device=dev)
     counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
     remainder = torch.empty(rows, dtype=torch.int64, device=dev)
@@ -333,7 +336,7 @@ def verify(
     raw = x.view(RAW[x.dtype])
     logits = (raw, x.stride(0), x.stride(1), v)
     row = (*logits, n_tiles)  # the target logits and their tiles
-    weigh = (cls, maxima, keys.temperature, consts)  # what launches 2 and 4 read to weigh a row
+    weigh = (cls, maxima, keys.temperature, consts)  # what launches 4 and 5 read to weigh a row
     kind = KIND[x.dtype]
     dp = max(2, triton.next_power_of_2(d1))
     ntp_log = ntp.bit_length() - 1
@@ -342,22 +345,25 @@ def verify(
         *row, counters, tile_okey, tile_id, tile_mag, cls, argmax, maxima,
         D=d, KIND=kind, TILE=tile, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
     )
-    _accept._verify_sums_kernel[grid](
-        *row, counters, *weigh, sums, total,
-        D=d, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, NTP=ntp, NTP_LOG=ntp_log,
-        num_warps=VERIFY_WARPS, **EXACT,
+    trees = {"TILE": tile, "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp_log}
+    _accept._verify_screen_kernel[grid](
+        *row, counters, cls, maxima, keys.temperature, sums, approx,
+        D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
     )
     chain = (
-        *logits, cls, argmax, maxima, total, remainder, keys.temperature, tok, dst, ids, tix, keys.seed, keys.round,
-        keys.position, consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
+        *logits, cls, argmax, maxima, approx, total, remainder, keys.temperature, tok, dst, ids, tix, keys.seed,
+        keys.round, keys.position, consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
     )
     sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
-    _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, **sizes, **EXACT)
+    _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
+    _accept._verify_sums_kernel[(b * n_tiles,)](
+        *row, counters, *weigh, state, sums, total, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
+    )
     _accept._verify_counts_kernel[(rows * n_prog,)](
         *row, counters, *weigh, total, state, counts, remainder, n_prog,
         D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
     )
-    _accept._verify_rows_kernel[(b,)](*chain, 1, r_bound, **sizes, **EXACT)
+    _accept._verify_rows_kernel[(b,)](*chain, 1, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_residual_kernel[(b * n_tiles,)](
         *row, counters, argmax, maxima, total, keys.temperature, ids, tix, keys.seed, keys.round, keys.position,
         consts, DOMAIN_RESIDUAL, state, plain, corr, draw, D=d, K=K, KIND=kind, TILE=tile, NTP=ntp,
@@ -379,6 +385,13 @@ def expf(z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     _common._expf_kernel[(triton.cdiv(z.numel(), block),)](
         z, out, exp_constants(z.device), z.numel(), BLOCK=block, **EXACT
     )
+    return out
+
+
+def expf_screen(z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """The verifier's screening exponential (``pp3.kernels.screen``) of a contiguous 1-D fp32 ``z`` into ``out``."""
+    block = 1024
+    _common._expf_screen_kernel[(triton.cdiv(z.numel(), block),)](z, out, z.numel(), BLOCK=block, **EXACT)
     return out
 
 
