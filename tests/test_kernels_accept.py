@@ -250,9 +250,9 @@ def _screened_case() -> dict[str, Any]:
 
 @pytest.mark.parametrize("margin", ["default", "raised"])
 def test_tests_decided_by_the_screen_and_by_the_exact_sum(margin: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Launch 3 decides a test by launch 2's interval S~ (1 +- margin) (pp3.kernels.screen). With the margin raised
-    to 1/2 almost every test is open, so its request goes through launches 4 to 6 (the exact S of every row, the
-    remainders, the chain again) and row a's S comes from launch 4 for every draw: both must equal the reference."""
+    """Launch 2 decides a test by launch 1's interval S~ (1 +- margin) (pp3.kernels.screen). With the margin raised
+    to 1/2 almost every test is open, so its request goes through launches 3 to 5 (the exact S of every row, the
+    remainders, the chain again) and row a's S comes from launch 3 for every draw: both must equal the reference."""
     from pp3.kernels import accept
 
     if margin == "raised":
@@ -274,7 +274,7 @@ def test_a_screen_margin_too_small_is_caught(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("temp", [2.0**-126, 0.25, 1.0, 2.0, 2.0**127])
 def test_power_of_two_temperatures_divide_as_a_product(temp: float) -> None:
-    """P3 for T = 2^e is d times the exact reciprocal 2^-e (launches 2-8, ``_accept._exponent``): the correctly
+    """P3 for T = 2^e is d times the exact reciprocal 2^-e (every launch that weighs, ``_accept._exponent``): the correctly
     rounded d 2^-e either way. Bit for bit on NumPy over every class of fp32 d (subnormal, overflowing, signed
     zero, -inf, random), then the kernel against the reference at that temperature."""
     f = np.float32

@@ -1,7 +1,7 @@
 """Triton bodies of the verifier (SPEC.md §11). The launcher and argument checks live in ``accept.py``; the helpers
 both operations use (widening, the §4.1 key, the §3 flags, ``_expf``, the pairwise tree) in ``_common.py``, with the
-arithmetic model every exact-path kernel follows. A verification is eight launches over the target rows and their
-tiles (below). Every sum but the §11.4 P4 tree and launch 2's screen is over integers (exact).
+arithmetic model every exact-path kernel follows. A verification is seven launches over the target rows and their
+tiles (below). Every sum but the §11.4 P4 tree and launch 1's screen is over integers (exact).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pp3.kernels._common import (
     _load_padded,
     _masked_by,
     _tree,
+    _value_bits,
     _value_key,
     _widen_bits,
 )
@@ -28,11 +29,11 @@ from pp3.kernels._common import (
 P_TICKETS_F = tl.constexpr(1099511627776.0)  # 2^40 as fp64: w * 2^40 is exact
 P_TICKETS_I = tl.constexpr(1099511627776)  # 2^40
 
-# The per-request state that launch 3 (or 5) writes and launches 4-7 read: STATE int32 words per request row.
+# The per-request state that launch 2 (or 5) writes and launches 3-7 read: STATE int32 words per request row.
 STATE = tl.constexpr(4)
 ST_DRAWS = tl.constexpr(0)  # 1: a sampled OK request whose token at index a launches 6 and 7 draw
 ST_A = tl.constexpr(1)  # a, the accepted drafts (§11.6)
-ST_MARKED = tl.constexpr(2)  # 1: launch 3 left a test open; launches 4 and 5 decide it with R
+ST_MARKED = tl.constexpr(2)  # 1: launch 2 left a test open; launches 3 to 5 decide it with S and R
 ST_REJECTED = tl.constexpr(3)  # 1: draft a was rejected (Q* = Q_a); 0: the bonus (Q* = 0)
 
 
@@ -115,29 +116,29 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
     return out
 
 
-# ------------------------------------------------------------------------------------------ the eight launches
+# ------------------------------------------------------------------------------------------ the seven launches
 #
-# A verification runs as eight launches over the target rows r = (b, j) (row b of the batch, target position j) and
+# A verification runs as seven launches over the target rows r = (b, j) (row b of the batch, target position j) and
 # their tiles t. Partial results go to [R, n_tiles] buffers; the row's program that counts in last
 # (``_last_of_row``, the row counters of ``_workspace``) reduces them once into [R] or [B] buffers that later launches
 # read as scalars. Each reduction is in a fixed order (the P4 tree) or over integers, so which program is last changes
 # no bit.
-#   1. Per tile: the largest okey (§4.1), its lowest ID and the largest |bits|; the row's class, g and m.
-#   2. Per tile of the OK rows of sampled requests: the screen's sum (``pp3.kernels.screen``: a cheap fp32
-#      exponential, within 2^-18 of §6's); the row's S~, with S_lo = S~ (1 - 2^-16) <= S <= S_hi = S~ (1 + 2^-16).
-#   3. Per request: the status and the acceptance chain (§11.6) by the interval alone. P_j(x_j) = c + [x_j = g_j] R
+#   1. Per tile: the largest okey (§4.1), its lowest ID and the largest |bits|, and for sampled requests the screen
+#      (``pp3.kernels.screen``: a cheap fp32 exponential against the tile's maximum); the row's class, g and m, and
+#      its S~, with S_lo = S~ (1 - 2^-12) <= S <= S_hi = S~ (1 + 2^-12).
+#   2. Per request: the status and the acceptance chain (§11.6) by the interval alone. P_j(x_j) = c + [x_j = g_j] R
 #      with the floor count c between c(S_hi) and c(S_lo) and 0 <= R <= V (§11.4, "Range"), so U_j < c(S_hi)
 #      accepts and U_j >= c(S_lo) + [x_j = g_j] V rejects whatever S and R are. A U_j in between stops the chain and
-#      marks the request: probability about 2^-15 p_j(x_j) / q_j(x_j) + [x_j = g_j] V / 2^40 per test.
-#   4. Per tile of the rows whose exact S a later launch reads (row a of a request that draws, every row of a
+#      marks the request: probability about 2^-11 p_j(x_j) / q_j(x_j) + [x_j = g_j] V / 2^40 per test.
+#   3. Per tile of the rows whose exact S a later launch reads (row a of a request that draws, every row of a
 #      marked one): the §11.4 P4 subtree sums of the weights; the row's S.
-#   5. Only for marked requests, CHUNK tiles per program: the P5 floor counts of every target row; the row's R.
-#   6. Only for marked requests: launch 3's chain again, with S and R (the same code with ``have_r``).
-#   7. Per tile of row (b, a) of every request that draws (§11.7): the sum of the plain floor counts c, and the sum
+#   4. Only for marked requests, CHUNK tiles per program: the P5 floor counts of every target row; the row's R.
+#   5. Only for marked requests: launch 2's chain again, with S and R (the same code with ``have_r``).
+#   6. Per tile of row (b, a) of every request that draws (§11.7): the sum of the plain floor counts c, and the sum
 #      of min(c(y), Q*(y) 2^16) over the slots of Q* in the tile but g's. Since r = P - min(P, Q* 2^16), the
 #      residual's tile sums follow from these and R = 2^40 - (the sum of c), which the row's last program forms with
 #      g's own term; it draws U below their sum (§11.5) and finds the tile t* that holds the draw.
-#   8. Per request that draws: the residual over tile t* alone, its cumulative sum from the sums before t*, and the
+#   7. Per request that draws: the residual over tile t* alone, its cumulative sum from the sums before t*, and the
 #      token: the first y with U < C(y).
 # A launch skips whole rows that no later launch reads; the skip depends on the row alone (values of an earlier
 # launch), so either every program of a row counts in or none does, and a skipped row's counter stays 0.
@@ -172,6 +173,19 @@ def _row_total(sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP: tl.co
 
 
 @triton.jit
+def _row_screen(okey_ptr: tl.tensor, sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, m: tl.tensor,
+                temp: tl.tensor, NTP: tl.constexpr, NTP_LOG: tl.constexpr) -> tl.tensor:
+    """S~ of target row r (``pp3.kernels.screen``): each tile's screen sum against its maximum m_t times the
+    screening exponential of (m_t - m) / T, summed by the fp64 tree (0 for a tile of -inf: its factor is 0)."""
+    ti = tl.arange(0, NTP)
+    live = ti < n_tiles
+    okeys = tl.load(okey_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg").to(tl.uint32, bitcast=True)
+    sums = tl.load(sums_ptr + r * n_tiles + ti, mask=live, other=0.0, cache_modifier=".cg")
+    factor = _expf_screen(_exponent(_value_bits(okeys).to(tl.float32, bitcast=True), m, temp))
+    return _tree(tl.where(live, sums * factor.to(tl.float64), 0.0), NTP, NTP_LOG)
+
+
+@triton.jit
 def _row_remainder(counts_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP: tl.constexpr) -> tl.tensor:
     """§11.4 P6: R = 2^40 - the sum of target row r's floor counts (int64, exact)."""
     ti = tl.arange(0, NTP)
@@ -190,17 +204,25 @@ def _verify_tiles_kernel(
     okey_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's largest okey (§4.1, uint32 bits)
     id_ptr: tl.tensor,  # [R, n_tiles] int32 out: the lowest ID in the tile with that okey
     mag_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's largest fp32 |bits| (NaN: > 0x7F800000)
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's screen sum against its own maximum (sampled requests)
     cls_ptr: tl.tensor,  # [R] int32 out: each row's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK)
     g_ptr: tl.tensor,  # [R] int32 out: each row's argmax g (§11.4 P1)
     m_ptr: tl.tensor,  # [R] fp32 out: each row's maximum, the logit at g
+    approx_ptr: tl.tensor,  # [R] fp64 out: S~ of the OK rows of sampled requests (pp3.kernels.screen)
     D: tl.constexpr,  # proposal depth
     KIND: tl.constexpr,  # logits dtype (_common.KIND_*)
     TILE: tl.constexpr,  # vocabulary entries per tile, a power of two
+    TILE_LOG: tl.constexpr,  # log2(TILE)
     NTP: tl.constexpr,  # power of two >= n_tiles (>= 2)
+    NTP_LOG: tl.constexpr,  # log2(NTP)
 ) -> None:
     # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, per tile, on 32-bit values (the ID only where the
-    # largest value ties); the row's last program reduces them. Entries past the row's end read as -inf: they neither
-    # raise the maximum nor flag anything, and a row whose maximum is -inf has failed (zero mass) whatever g is.
+    # largest value ties), and for sampled requests the screen: the fp32 tree of the screening exponential of every
+    # entry against the tile's own maximum m_t. The row's last program reduces them: class, g, m, and
+    # S~ = sum over tiles of (tile sum) * screen((m_t - m) / T). Entries past the row's end read as -inf: they
+    # neither raise the maximum nor flag anything nor weigh, and a row whose maximum is -inf has failed (zero mass)
+    # whatever g is.
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_tiles
     t = (pid % n_tiles).to(tl.int32)
@@ -212,48 +234,20 @@ def _verify_tiles_kernel(
     tl.store(okey_ptr + pid, best.to(tl.int32, bitcast=True))
     tl.store(id_ptr + pid, tl.min(tl.where(okey == best, offs, 0x7FFFFFFF)))
     tl.store(mag_ptr + pid, tl.max((bits & 0x7FFFFFFF).to(tl.int32)))
+    temp = tl.load(temp_ptr + r // (D + 1))
+    if temp > 0.0:
+        mt = _value_bits(best).to(tl.float32, bitcast=True)
+        e = _expf_screen(_exponent(bits.to(tl.float32, bitcast=True), mt, temp))
+        # A tile of -inf alone weighs nothing (its x - m_t would be NaN); a NaN or +inf tile fails its row.
+        tl.store(sums_ptr + pid, tl.where(best > OKEY_NEG_INF, _tree(e, TILE, TILE_LOG), 0.0).to(tl.float64))
     if _last_of_row(cnt_ptr, r, n_tiles):
         cls, g = _row_argmax(okey_ptr, id_ptr, mag_ptr, r, n_tiles, NTP)
+        m = _load_one(row, g, KIND)  # read back at the argmax (keeps -0.0 as is)
         tl.store(cls_ptr + r, cls)
         tl.store(g_ptr + r, g)
-        tl.store(m_ptr + r, _load_one(row, g, KIND))  # read back at the argmax (keeps -0.0 as is)
-
-
-@triton.jit
-def _verify_screen_kernel(
-    x_ptr: tl.tensor,  # [B, D+1, V] raw target logit bits
-    stride_b: tl.tensor,
-    stride_j: tl.tensor,
-    v: tl.tensor,
-    n_tiles: tl.tensor,
-    cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0
-    cls_ptr: tl.tensor,  # [R] int32: launch 1's row classes
-    m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    temp_ptr: tl.tensor,  # [B] fp32 target temperature
-    sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's fp32 tree of the screen values, widened
-    approx_ptr: tl.tensor,  # [R] fp64 out: each screened row's S~ (pp3.kernels.screen: S is within a margin of it)
-    D: tl.constexpr,
-    KIND: tl.constexpr,
-    TILE: tl.constexpr,
-    TILE_LOG: tl.constexpr,  # log2(TILE)
-    NTP: tl.constexpr,
-    NTP_LOG: tl.constexpr,  # log2(NTP)
-) -> None:
-    # Launch 2: S~, the sum of the screening exponential (fp32) of every entry of the OK rows of sampled requests,
-    # per tile by the fp32 tree, then the tiles' fp64 tree in the row's last program.
-    pid = tl.program_id(0).to(tl.int64)
-    r = pid // n_tiles
-    t = pid % n_tiles
-    b = r // (D + 1)
-    temp = tl.load(temp_ptr + b)
-    if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
-        row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
-        offs = t * TILE + tl.arange(0, TILE)
-        in_row = offs < v
-        e = _expf_screen(_exponent(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp))
-        tl.store(sums_ptr + pid, _tree(tl.where(in_row, e, 0.0), TILE, TILE_LOG).to(tl.float64))
-        if _last_of_row(cnt_ptr, r, n_tiles):
-            tl.store(approx_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
+        tl.store(m_ptr + r, m)
+        if (cls == 0) & (temp > 0.0):
+            tl.store(approx_ptr + r, _row_screen(okey_ptr, sums_ptr, r, n_tiles, m, temp, NTP, NTP_LOG))
 
 
 @triton.jit
@@ -268,7 +262,7 @@ def _verify_sums_kernel(
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of SPEC.md §6 (layout: _common.C_*)
-    state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's state (ST_*)
+    state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's state (ST_*)
     sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's P4 subtree sum (rows that are summed)
     s_ptr: tl.tensor,  # [R] fp64 out: each summed row's S
     D: tl.constexpr,
@@ -278,8 +272,8 @@ def _verify_sums_kernel(
     NTP: tl.constexpr,
     NTP_LOG: tl.constexpr,  # log2(NTP)
 ) -> None:
-    # Launch 4: §11.4 P2-P4 per tile (b, t) of the rows whose exact S a later launch reads: row a of a request that
-    # draws (launches 7 and 8), every OK row of a marked one (launches 5 and 6); the row's last program computes S.
+    # Launch 3: §11.4 P2-P4 per tile (b, t) of the rows whose exact S a later launch reads: row a of a request that
+    # draws (launches 6 and 7), every OK row of a marked one (launches 4 and 5); the row's last program computes S.
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
@@ -311,8 +305,8 @@ def _verify_counts_kernel(
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of §6
-    s_ptr: tl.tensor,  # [R] fp64: launch 4's S
-    state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's state (ST_*)
+    s_ptr: tl.tensor,  # [R] fp64: launch 3's S
+    state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's state (ST_*)
     counts_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's sum of P5 floor counts (marked requests)
     rem_ptr: tl.tensor,  # [R] int64 out: each counted row's remainder R
     n_prog: tl.tensor,  # programs per target row: cdiv(n_tiles, CHUNK)
@@ -322,7 +316,7 @@ def _verify_counts_kernel(
     CHUNK: tl.constexpr,  # tiles per program
     NTP: tl.constexpr,
 ) -> None:
-    # Launch 5: §11.4 P5, CHUNK tiles per program, for the rows of requests that launch 3 marked (rare: a grid of
+    # Launch 4: §11.4 P5, CHUNK tiles per program, for the rows of requests that launch 2 marked (rare: a grid of
     # programs that mostly return at once); the row's last program computes R (P6).
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_prog
@@ -352,9 +346,9 @@ def _verify_rows_kernel(
     cls_ptr: tl.tensor,  # [R] int32: launch 1's row classes
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    approx_ptr: tl.tensor,  # [R] fp64: launch 2's S~ (read only without have_r)
-    s_ptr: tl.tensor,  # [R] fp64: launch 4's S (read only with have_r)
-    rem_ptr: tl.tensor,  # [R] int64: launch 5's R (read only with have_r)
+    approx_ptr: tl.tensor,  # [R] fp64: launch 1's S~ (read only without have_r)
+    s_ptr: tl.tensor,  # [R] fp64: launch 3's S (read only with have_r)
+    rem_ptr: tl.tensor,  # [R] int64: launch 4's R (read only with have_r)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     tok_ptr: tl.tensor,  # [B, D] int32 draft tokens
     dst_ptr: tl.tensor,  # [B, D] int8 draft statuses
@@ -368,8 +362,8 @@ def _verify_rows_kernel(
     status_ptr: tl.tensor,  # [B] int8 out
     acc_ptr: tl.tensor,  # [B] int32 out: accepted drafts, -1 for failed rows
     out_ptr: tl.tensor,  # [B, D+1] int32 out: tokens (a sampled row's token at index a: launch 7 writes it)
-    state_ptr: tl.tensor,  # [B, STATE] int32 out: the state (ST_*) for launches 4-7
-    have_r: tl.tensor,  # 0: launch 3, every request, by S~ and without R; 1: launch 6, the marked ones, with S and R
+    state_ptr: tl.tensor,  # [B, STATE] int32 out: the state (ST_*) for launches 3-7
+    have_r: tl.tensor,  # 0: launch 2, every request, by S~ and without R; 1: launch 5, the marked ones, with S and R
     r_bound: tl.tensor,  # an upper bound on every R (V, §11.4 "Range"; tests raise it to open more tests)
     up: tl.tensor,  # fp32 1 + margin and 1 - margin, both exact: S lies within S~ (1 +- margin)
     down: tl.tensor,  # (margin: screen.SCREEN_MARGIN; tests raise it likewise)
@@ -378,7 +372,7 @@ def _verify_rows_kernel(
     K: tl.constexpr,  # 32
     KIND: tl.constexpr,
 ) -> None:
-    # Launches 3 and 6: one program per request row.
+    # Launches 2 and 5: one program per request row.
     b = tl.program_id(0).to(tl.int64)
     if (have_r == 0) | (tl.load(state_ptr + STATE * b + ST_MARKED) != 0):
         jd = tl.arange(0, DP)
@@ -491,7 +485,7 @@ def _verify_residual_kernel(
     cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    s_ptr: tl.tensor,  # [R] fp64: launch 4's S
+    s_ptr: tl.tensor,  # [R] fp64: launch 3's S
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
@@ -500,7 +494,7 @@ def _verify_residual_kernel(
     pos_ptr: tl.tensor,  # [B] uint64 absolute position of draft 0 (int64 bits)
     c_ptr: tl.tensor,  # fp64 constants of §6
     dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
-    state_ptr: tl.tensor,  # [B, STATE] int32: launch 3's or 6's state (ST_*)
+    state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's or 5's state (ST_*)
     plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c (drawing rows)
     corr_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of min(c, Q* 2^16) at Q*'s slots but g
     draw_ptr: tl.tensor,  # [B, 3] int64 out: the tile t* of the draw, U less the residual before t*, and R
@@ -510,7 +504,7 @@ def _verify_residual_kernel(
     TILE: tl.constexpr,
     NTP: tl.constexpr,
 ) -> None:
-    # Launch 7: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
+    # Launch 6: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
@@ -565,20 +559,20 @@ def _verify_draw_kernel(
     v: tl.tensor,
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    s_ptr: tl.tensor,  # [R] fp64: launch 4's S
+    s_ptr: tl.tensor,  # [R] fp64: launch 3's S
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
     c_ptr: tl.tensor,  # fp64 constants of §6
     state_ptr: tl.tensor,  # [B, STATE] int32: the state (ST_*)
-    draw_ptr: tl.tensor,  # [B, 3] int64: launch 7's t*, U less the residual before t*, and R
+    draw_ptr: tl.tensor,  # [B, 3] int64: launch 6's t*, U less the residual before t*, and R
     out_ptr: tl.tensor,  # [B, D+1] int32 out: the token at index a
     D: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
 ) -> None:
-    # Launch 8: one program per request row. The token is t* TILE + the number of y of tile t* with C(y) <= U.
+    # Launch 7: one program per request row. The token is t* TILE + the number of y of tile t* with C(y) <= U.
     b = tl.program_id(0).to(tl.int64)
     if tl.load(state_ptr + STATE * b + ST_DRAWS) != 0:
         a = tl.load(state_ptr + STATE * b + ST_A)

@@ -1,7 +1,7 @@
 """The verifier's public entry point: ``verify`` mirrors ``pp3.reference.verify`` (SPEC.md §11) on torch tensors.
 
 Every argument is checked here once (``checks``), before any launch and without reading device memory, so a
-verification can be captured in a CUDA graph with the draft; then ``launchers.verify`` runs the eight launches
+verification can be captured in a CUDA graph with the draft; then ``launchers.verify`` runs the seven launches
 (``_accept.py``), trusting them.
 """
 
@@ -36,7 +36,7 @@ def verify(
 
     ``target_logits`` [B, D+1, V] fp32/fp16/bf16; drafts as ``pp3.drafter.Draft`` holds them (int32 tokens, int8
     statuses, int32 slots); ``seed``/``round``/``position`` int64 tensors of uint64 bits (or ints / sequences).
-    Eight launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
+    Seven launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
     caller-owned output buffers (a ``Verdict`` of contiguous tensors that share no memory with each other or with an
     input), written in place.
     """
@@ -78,16 +78,16 @@ def verify_args(
 
 
 def screen_margin() -> float:
-    """The relative margin around launch 2's S~ that holds every row's S (``pp3.kernels.screen``). Launch 3 decides
-    a test by the interval S~ (1 +- margin) unless U_j falls between the floor counts at its ends (then launches 4 to
-    6 do, with the exact S); a larger margin only sends more tests there (the tests raise it to 1/2 to run that path
+    """The relative margin around launch 1's S~ that holds every row's S (``pp3.kernels.screen``). Launch 2 decides
+    a test by the interval S~ (1 +- margin) unless U_j falls between the floor counts at its ends (then launches 3 to
+    5 do, with the exact S); a larger margin only sends more tests there (the tests raise it to 1/2 to run that path
     for almost every test)."""
     return screen.SCREEN_MARGIN
 
 
 def remainder_bound(v: int) -> int:
-    """An upper bound on the remainder R of every target row (SPEC.md §11.4 "Range": R <= F' <= V). Launch 3 decides
-    the test of a draft x_j = g_j without R unless U_j falls in c .. c + bound - 1 (then launches 4 and 5 do, with R);
+    """An upper bound on the remainder R of every target row (SPEC.md §11.4 "Range": R <= F' <= V). Launch 2 decides
+    the test of a draft x_j = g_j without R unless U_j falls in c .. c + bound - 1 (then launches 3 to 5 do, with R);
     a larger bound only sends more tests there (the tests raise it to 2^40 to run that path often)."""
     return v
 

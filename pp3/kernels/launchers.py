@@ -303,10 +303,10 @@ def verify(
     margin: float,
     out: Verdict,
 ) -> Verdict:
-    """The verifier's eight launches (``_accept.py``) on target logits ``x`` [B, D+1, V] and the drafts [B, D] /
+    """The verifier's seven launches (``_accept.py``) on target logits ``x`` [B, D+1, V] and the drafts [B, D] /
     [B, D, K], into ``out``. ``r_bound``: an upper bound on every remainder R (``accept.remainder_bound``);
     ``margin``: S lies within S~ (1 +- margin) (``accept.screen_margin``; 1 +- margin must be fp32 numbers). The
-    last program of a row in launches 1, 2, 4, 5 and 7 reduces the row's partials once, counted in with the row
+    last program of a row in launches 1, 3, 4 and 6 reduces the row's partials once, counted in with the row
     counters of ``_workspace``, into per-row buffers the later launches read."""
     b, d1, v = x.shape
     d = d1 - 1
@@ -320,7 +320,7 @@ def verify(
     cls = torch.empty(rows, dtype=torch.int32, device=dev)
     argmax = torch.empty(rows, dtype=torch.int32, device=dev)
     maxima = torch.empty(rows, dtype=torch.float32, device=dev)
-    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)  # launch 2's, then launch 4's
+    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)  # launch 1's screen, then launch 3's
     approx = torch.empty(rows, dtype=torch.float64, device=dev)
     total = torch.empty(rows, dtype=torch.float64, device=dev)
     counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
@@ -336,18 +336,14 @@ def verify(
     raw = x.view(RAW[x.dtype])
     logits = (raw, x.stride(0), x.stride(1), v)
     row = (*logits, n_tiles)  # the target logits and their tiles
-    weigh = (cls, maxima, keys.temperature, consts)  # what launches 4 and 5 read to weigh a row
+    weigh = (cls, maxima, keys.temperature, consts)  # what launches 3 and 4 read to weigh a row
     kind = KIND[x.dtype]
     dp = max(2, triton.next_power_of_2(d1))
     ntp_log = ntp.bit_length() - 1
     grid = (rows * n_tiles,)
-    _accept._verify_tiles_kernel[grid](
-        *row, counters, tile_okey, tile_id, tile_mag, cls, argmax, maxima,
-        D=d, KIND=kind, TILE=tile, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
-    )
     trees = {"TILE": tile, "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp_log}
-    _accept._verify_screen_kernel[grid](
-        *row, counters, cls, maxima, keys.temperature, sums, approx,
+    _accept._verify_tiles_kernel[grid](
+        *row, counters, tile_okey, tile_id, tile_mag, keys.temperature, sums, cls, argmax, maxima, approx,
         D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
     )
     chain = (

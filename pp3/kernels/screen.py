@@ -6,7 +6,7 @@ Nothing here defines a result. §11.6 accepts draft j iff U_j < P_j(x_j), and P_
 floor count c = floor(fl64(w 2^40) / S) nonincreasing in S (an IEEE division is monotone in its divisor, the floor is
 monotone), so S_lo <= S <= S_hi gives c(S_hi) <= c <= c(S_lo): U_j < c(S_hi) accepts, U_j >= c(S_lo) + [x_j = g_j] V
 rejects (R <= V, "Range"), whatever S and R are; only a U_j in between needs them, and the verifier then computes S
-exactly (launch 4). Every output bit is the reference's; the screen only decides which tests need the exact S.
+exactly (launch 3). Every output bit is the reference's; the screen only decides which tests need the exact S.
 
 **The screening exponential** (``expf_screen``, fp32, no FMA, every step one IEEE binary32 operation or an exact
 integer one, as the kernels compile it under ``config.EXACT``): e^z = 2^k e^r with k = rint(z / ln 2) (the magic
@@ -16,19 +16,31 @@ truncation < 2^-26 relative), 2^k from its bits; z < -86 gives +0.0. It is not t
 an output.
 
 **The bound.** For every fp32 z in [-86, -0.0] the screen's value e~ and §6's expf(z) = w satisfy
-|e~ - w| <= SCREEN_REL w, and for z < -86, e~ = +0.0 and w < 2^-124 = SCREEN_ABS. ``tools/audit_exp.py --screen``
+|e~ - w| <= SCREEN_REL w, and for z < -86, e~ = +0.0 and w < 2^-124 = SCREEN_ABS. ``tools/audit_screen.py``
 checks both over every such z (NumPy twin on the CPU, the kernels' own code with ``--device cuda``); the measured
 largest relative difference is recorded there and in VERIFY.md, well under SCREEN_REL.
 
-**The interval** of a row of V <= 2^31 entries, each tile's screen values summed in fp32 by the pairwise tree of
-depth TILE_LOG <= 12 and the tile sums (widened exactly) by the fp64 tree of depth <= 10: with T = the real sum of the
-exact weights (T >= 1), E = the real sum of the e~, t the fp32 tile sums and S~ the result,
-|E - T| <= SCREEN_REL T + V SCREEN_ABS <= (2^-18 + 2^-93) T, |sum t - E| <= gamma_12 E (fp32, u = 2^-24,
-gamma_12 = 12u / (1 - 12u) < 2^-20.4), |S~ - sum t| <= gamma_10 sum t (fp64), and |S - T| <= gamma_31 T (fp64; S is
-§11.4's tree). To first order S / S~ lies within 1 +- (2^-18 + 2^-20.4 + 2^-47.9) < 1 +- 2^-17.7, and the second-order
-terms are below 2^-35, so S_lo = S~ (1 - SCREEN_MARGIN) and S_hi = S~ (1 + SCREEN_MARGIN) with SCREEN_MARGIN = 2^-16
-hold S with room to spare (their own fp64 roundings, 2^-53 relative, included). A test is left open with probability
-about 2 SCREEN_MARGIN p_j(x_j) / q_j(x_j) + [x_j = g_j] V / 2^40 (<= 3.1e-5 + 1.5e-7 where p <= q).
+**The interval.** Launch 1 reads each tile once: with m_t the tile's maximum it sums e~(z'_y), z'_y =
+fl32(fl32(x_y - m_t) / T), by the fp32 pairwise tree of depth TILE_LOG <= 12, and the row's last program forms
+S~ = sum_t fl64(tile sum_t) * fl64(e~(z''_t)), z''_t = fl32(fl32(m_t - m) / T), by the fp64 tree of depth <= 10.
+Bound, with u = 2^-24 and zeta_y = (x_y - m) / T (real; zeta'_y = (x_y - m_t) / T and zeta''_t = (m_t - m) / T are
+both in [zeta_y, 0] and add up to it):
+- An entry with zeta_y >= -87 (then every z is >= -87.01 and every e is a normal fp32 number or +0.0): §11.4's
+  e_y = expf(z_y) with z_y = fl32(fl32(x_y - m) / T) = zeta_y (1 + eps1)(1 + eps2) (each |eps| <= u; a subnormal
+  difference is exact), so e_y = e^zeta_y (1 + a_y), |a_y| <= u + 2.0001 u |zeta_y| (expf is correctly rounded).
+  Likewise e~(z'_y) e~(z''_t) = e^zeta_y (1 + b_y), |b_y| <= 2 SCREEN_REL + 2u + 2.0001 u (|zeta'| + |zeta''|)
+  + (products), with |zeta'| + |zeta''| = |zeta_y| <= 87; where z' or z'' is below -86 the screen gives 0 and
+  e^zeta_y < e^-86. So the two differ by less than (2^-17 + 4.0002 u 87 + 4u) e^zeta_y < 2^-15.0 e_y, or by less
+  than 2^-123 where a factor is 0.
+- An entry with zeta_y < -87: both e_y and e~ e~ are below 2^-125 (a screen value is at most e^z (1 + 2^-18)).
+  With the 2^-123 above, at most V 2^-123 < 2^-92 in all, against S >= 1.
+- The trees: fp32 gamma_12 = 12u / (1 - 12u) < 2^-20.4 on the tile sums, the fp64 products and tree
+  (gamma_11, u = 2^-53) < 2^-48, and |S - T| <= gamma_31 T (fp64) for §11.4's own tree over the real sum T.
+To first order |S~ - S| <= (2^-15.0 + 2^-20.4 + 2^-47) S < 2^-14.9 S, second-order terms below 2^-29, so
+S_lo = S~ (1 - SCREEN_MARGIN) and S_hi = S~ (1 + SCREEN_MARGIN) with SCREEN_MARGIN = 2^-12 hold S with room to spare
+(7x; their own fp64 roundings, 2^-53 relative, included). A test is left open with probability about
+2 SCREEN_MARGIN p_j(x_j) / q_j(x_j) + [x_j = g_j] V / 2^40 (<= 4.9e-4 + 1.5e-7 where p <= q); its request then costs
+the exact sums of its rows (launches 3 to 5), not a different result.
 """
 
 from __future__ import annotations
@@ -40,7 +52,7 @@ F32 = npt.NDArray[np.float32]
 
 SCREEN_REL = 2.0**-18  # |e~ - expf(z)| <= SCREEN_REL expf(z) for every fp32 z in [-86, -0.0] (audited exhaustively)
 SCREEN_ABS = 2.0**-124  # expf(z) < SCREEN_ABS for z < -86, where e~ = +0.0
-SCREEN_MARGIN = 2.0**-16  # S_lo = S~ (1 - margin), S_hi = S~ (1 + margin) hold S (the derivation above)
+SCREEN_MARGIN = 2.0**-12  # S_lo = S~ (1 - margin), S_hi = S~ (1 + margin) hold S (the derivation above)
 SCREEN_FLOOR = -86.0  # z below it: e~ = +0.0
 
 # Constants, as fp32 values (each printed with its bits).
