@@ -274,9 +274,9 @@ def test_a_screen_margin_too_small_is_caught(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("temp", [2.0**-126, 0.25, 1.0, 2.0, 2.0**127])
 def test_power_of_two_temperatures_divide_as_a_product(temp: float) -> None:
-    """P3 for T = 2^e is d times the exact reciprocal 2^-e (every launch that weighs, ``_accept._exponent``): the correctly
-    rounded d 2^-e either way. Bit for bit on NumPy over every class of fp32 d (subnormal, overflowing, signed
-    zero, -inf, random), then the kernel against the reference at that temperature."""
+    """P3 for T = 2^e is d times the exact reciprocal 2^-e (every launch that weighs, ``_accept._exponent``): the
+    correctly rounded d 2^-e either way. Bit for bit on NumPy over every class of fp32 d (subnormal, overflowing,
+    signed zero, -inf, random), then the kernel against the reference at that temperature."""
     f = np.float32
     rng = np.random.default_rng(5)
     special = np.array([0.0, -0.0, -1e-45, -1.1754942e-38, -1.5e-40, -3.4028235e38, -np.inf, -1.0, -0.7], dtype=f)
