@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a selector launch spends its time, by Nsight Compute: warp stall reasons, issue rate, instruction mix, at
 # V=163840, fp32, B=1 and B=4 (bench/NOTES.md uses it): the tile selector's launch 1 (tile candidates) and launch 2
-# (finalize), or with NCU_SELECTOR=segments the segment selector's launches A, B and C.
-# usage (device machine, nvidia-h200): make ncu-gpu [NCU_SELECTOR=segments]    (logs in $OUT/ncu_*.txt; ~1 minute)
+# (finalize), or with NCU_SELECTOR=segments the segment selector's launches A, B and C; with NCU_SELECTOR=verify the
+# verifier's seven launches at depth 5, B = 16 and 64.
+# usage (device machine, nvidia-h200): make ncu-gpu [NCU_SELECTOR=segments|verify]   (logs in $OUT/ncu_*.txt; ~1 min)
 set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-results}"
@@ -19,6 +20,20 @@ for i, x in enumerate(xs):  # the first 4 positions compile and warm up; ncu pro
     propose(x, t, 1, 2, 100 + i, launch=LaunchConfig(pdl=False, selector=selector))  # PDL off, as in bench/NOTES.md
 torch.cuda.synchronize()
 PY
+cat > /tmp/ncu_verify.py <<'PY'
+import sys
+import torch
+from pp3.kernels import propose, verify
+b, d, v = int(sys.argv[1]), 5, 163840
+g = torch.Generator(device="cuda").manual_seed(5)
+x = torch.randn((b, d + 1, v), generator=g, device="cuda") * 4.0
+t = torch.ones(b, device="cuda")
+p = propose(x[:, 0].contiguous() + torch.randn((b, v), generator=g, device="cuda"), t, 1, 2, 3)
+tok, st, ids, tix = (a[:, None].expand(-1, d, *a.shape[1:]).contiguous() for a in (p.token, p.status, p.ids, p.tickets))
+for i in range(3):  # the first 2 calls compile and warm up; ncu profiles the last (7 launches)
+    verify(x, t, tok, st, ids, tix, 1, 2, 3 + i)
+torch.cuda.synchronize()
+PY
 # Per issued instruction, how many warps were stalled for each reason (the cycles a launch spends, by cause).
 METRICS=gpu__time_duration.sum,smsp__inst_executed.sum,sm__cycles_elapsed.max
 for r in barrier no_instruction long_scoreboard short_scoreboard wait math_pipe_throttle membar branch_resolving \
@@ -26,6 +41,17 @@ for r in barrier no_instruction long_scoreboard short_scoreboard wait math_pipe_
   METRICS="$METRICS,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
 done
 SELECTOR="${NCU_SELECTOR:-tiles}"
+if [ "$SELECTOR" = verify ]; then
+  for b in 16 64; do
+    timeout 240 ncu --target-processes all --kernel-name regex:"_verify_" --launch-skip 14 --launch-count 7 \
+      --section SpeedOfLight --section LaunchStats --section Occupancy --metrics "$METRICS" \
+      python3 /tmp/ncu_verify.py "$b" > "$OUT/ncu_verify_b$b.txt" 2>&1
+    echo "B=$b: exit $?"
+    grep -E "_kernel|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|==ERR" \
+      "$OUT/ncu_verify_b$b.txt" | head -60
+  done
+  exit 0
+fi
 if [ "$SELECTOR" = segments ]; then
   KERNELS="_segment_max_kernel|_segment_filter_kernel|_segment_merge_kernel"; PER=3
 else
