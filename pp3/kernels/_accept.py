@@ -93,7 +93,8 @@ def _lemire_step(
 
 @triton.jit
 def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.tensor, s: tl.tensor) -> tl.tensor:
-    """§11.5: an integer exactly uniform on 0 .. s-1 (1 <= s <= 2^40), Lemire's method on the stream's words.
+    """§11.5: an integer exactly uniform on 0 .. s-1 (1 <= s <= 2^40), Lemire's method on the stream's words; ``pos``
+    and ``s`` a scalar or one vector of lanes (each lane its own stream and bound; the others scalars).
 
     Words W_{4i+k} are word k of Philox4x64-10(counter = (rnd, pos, i, 0), key = (seed, domain)). The threshold
     t = 2^64 mod s is computed as ((2^64 - 1) mod s + 1) mod s, with no 65-bit value.
@@ -102,11 +103,13 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
     # loop from zero to be the constant 0 and crashes on the remainder by it (TritonGPUCoalesce fails).
     s = tl.maximum(s, 1)
     t = ((0xFFFFFFFFFFFFFFFF % s) + 1) % s
-    out = tl.zeros((), tl.uint64)
-    done = tl.zeros((), tl.int32)
+    out = tl.zeros_like(s)
+    done = tl.zeros_like(s).to(tl.int32)
+    pos = pos + tl.zeros_like(s)
     blk = tl.zeros((), tl.uint64)
     zero = tl.zeros((), tl.uint64)
-    while done == 0:  # a word is rejected with probability < 2^-24
+    # (+ a [1] vector: a reduction over a scalar does not compile)
+    while tl.min(done + tl.zeros([1], tl.int32)) == 0:  # a word is rejected with probability < 2^-24
         w0, w1, w2, w3 = philox_impl(rnd, pos, blk, zero, seed, domain)
         out, done = _lemire_step(w0, s, t, out, done)
         out, done = _lemire_step(w1, s, t, out, done)
@@ -176,7 +179,7 @@ def _row_total(sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP: tl.co
 def _row_screen(okey_ptr: tl.tensor, sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, m: tl.tensor,
                 temp: tl.tensor, NTP: tl.constexpr, NTP_LOG: tl.constexpr) -> tl.tensor:
     """S~ of target row r (``pp3.kernels.screen``): each tile's screen sum against its maximum m_t times the
-    screening exponential of (m_t - m) / T, summed by the fp64 tree (0 for a tile of -inf: its factor is 0)."""
+    screening exponential of (m_t - m) / T, summed by the fp64 tree (0 for a tile of -inf: its sum is 0)."""
     ti = tl.arange(0, NTP)
     live = ti < n_tiles
     okeys = tl.load(okey_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg").to(tl.uint32, bitcast=True)
@@ -221,8 +224,8 @@ def _verify_tiles_kernel(
     # largest value ties), and for sampled requests the screen: the fp32 tree of the screening exponential of every
     # entry against the tile's own maximum m_t. The row's last program reduces them: class, g, m, and
     # S~ = sum over tiles of (tile sum) * screen((m_t - m) / T). Entries past the row's end read as -inf: they
-    # neither raise the maximum nor flag anything nor weigh, and a row whose maximum is -inf has failed (zero mass)
-    # whatever g is.
+    # neither raise the maximum nor flag anything nor weigh in S (in S~ each weighs less than 2^-124, which
+    # pp3.kernels.screen bounds), and a row whose maximum is -inf has failed (zero mass) whatever g is.
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_tiles
     t = (pid % n_tiles).to(tl.int32)
@@ -265,6 +268,7 @@ def _verify_sums_kernel(
     state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's state (ST_*)
     sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's P4 subtree sum (rows that are summed)
     s_ptr: tl.tensor,  # [R] fp64 out: each summed row's S
+    w_ptr: tl.tensor,  # [B, V] fp32 out: row a's weights, for requests that draw and are not marked
     D: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
@@ -273,7 +277,9 @@ def _verify_sums_kernel(
     NTP_LOG: tl.constexpr,  # log2(NTP)
 ) -> None:
     # Launch 3: §11.4 P2-P4 per tile (b, t) of the rows whose exact S a later launch reads: row a of a request that
-    # draws (launches 6 and 7), every OK row of a marked one (launches 4 and 5); the row's last program computes S.
+    # draws (launches 6 and 7, which read its weights from w_ptr), every OK row of a marked one (launches 4 and 5;
+    # its row a is known only after launch 5, so launches 6 and 7 weigh it themselves); the row's last program
+    # computes S.
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
@@ -287,7 +293,10 @@ def _verify_sums_kernel(
             r = b * (D + 1) + j
             if tl.load(cls_ptr + r) == 0:  # temp > 0: the request is sampled
                 row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
-                w = _weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp, c_ptr)
+                e = _expf(_exponent(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp), c_ptr)
+                if marked == 0:
+                    tl.store(w_ptr + b * v + offs, e, mask=in_row)
+                w = e.to(tl.float64)  # P4's exact widening
                 tl.store(sums_ptr + r * n_tiles + t, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
                 if _last_of_row(cnt_ptr, r, n_tiles):
                     tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
@@ -389,29 +398,27 @@ def _verify_rows_kernel(
         target_status = tl.sum(tl.where(jd == bad, cls, 0))
         gvec = tl.load(g_ptr + b * (D + 1) + jd, mask=jd < D + 1, other=0)
 
-        # 3. §11.3 step 3: validity of drafts j < n, and Q_j(x_j) for the acceptance test.
+        # 3. §11.3 step 3: validity of drafts j < n, and Q_j(x_j) for the acceptance test, every draft at once
+        # ([DP, K]: draft j's slots in row j).
         temp = tl.load(temp_ptr + b)
-        invalid = tl.zeros((), tl.int32)
-        qvec = tl.zeros([DP], tl.int64)
-        for j in range(0, D):
-            base = (b * D + j) * K
-            ids = tl.load(ids_ptr + base + slot)
-            tix = tl.load(tix_ptr + base + slot)
-            nxt = tl.load(ids_ptr + base + slot + 1, mask=slot + 1 < K, other=0)
-            tok = tl.load(tok_ptr + b * D + j)
-            empty = (ids == EMPTY_ID) & (tix == 0)
-            full = (ids >= 0) & (ids < v) & (tix >= 0)
-            nfull = tl.sum(full.to(tl.int32))
-            ok_slots = tl.min((empty | full).to(tl.int32)) != 0
-            full_first = tl.min((full == (slot < nfull)).to(tl.int32)) != 0
-            ascending = tl.min(((slot + 1 >= nfull) | (ids < nxt)).to(tl.int32)) != 0
-            total = tl.sum(tix.to(tl.int64)) == TICKETS
-            own = full & (ids == tok)
-            qx = tl.sum(tl.where(own, tix, 0).to(tl.int64))
-            drawable = tl.max((own & (tix >= 1)).to(tl.int32)) != 0
-            valid = ok_slots & full_first & ascending & total & drawable
-            invalid = tl.where((j < n) & (valid == 0), 1, invalid)
-            qvec = tl.where(jd == j, qx, qvec)
+        draft = jd < D
+        base = (b * D + jd[:, None]) * K + slot[None, :]
+        ids = tl.load(ids_ptr + base, mask=draft[:, None], other=EMPTY_ID)
+        tix = tl.load(tix_ptr + base, mask=draft[:, None], other=0)
+        nxt = tl.load(ids_ptr + base + 1, mask=draft[:, None] & (slot[None, :] + 1 < K), other=0)
+        toks = tl.load(tok_ptr + b * D + jd, mask=draft, other=0)
+        empty = (ids == EMPTY_ID) & (tix == 0)
+        full = (ids >= 0) & (ids < v) & (tix >= 0)
+        nfull = tl.sum(full.to(tl.int32), axis=1)
+        ok_slots = tl.min((empty | full).to(tl.int32), axis=1) != 0
+        full_first = tl.min((full == (slot[None, :] < nfull[:, None])).to(tl.int32), axis=1) != 0
+        ascending = tl.min(((slot[None, :] + 1 >= nfull[:, None]) | (ids < nxt)).to(tl.int32), axis=1) != 0
+        total = tl.sum(tix.to(tl.int64), axis=1) == TICKETS
+        own = full & (ids == toks[:, None])
+        qvec = tl.sum(tl.where(own, tix, 0).to(tl.int64), axis=1)
+        drawable = tl.max((own & (tix >= 1)).to(tl.int32), axis=1) != 0
+        valid = ok_slots & full_first & ascending & total & drawable
+        invalid = tl.max(((jd < n) & (valid == 0)).to(tl.int32))
 
         # 4. §11.3 step 4: the row status, by precedence; then the row class (§3).
         bad_temp = (temp != temp) | (temp < 0.0)
@@ -423,34 +430,33 @@ def _verify_rows_kernel(
         rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
         pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
 
-        # 5. §11.6: acceptance, draft by draft, while every earlier draft was accepted. Without R (launch 3) a test
-        # of x_j = g_j whose U_j falls in c .. c + V - 1 is open: the chain stops and the request is marked.
-        alive = ok
-        a = tl.zeros((), tl.int32)
-        marked = tl.zeros((), tl.int32)
-        for j in range(0, D):
-            test = alive & (j < n)
-            tok = tl.load(tok_ptr + b * D + j)
-            g = tl.sum(tl.where(jd == j, gvec, 0))
-            acc = test & greedy & (tok == g)  # T0: accept iff x_j = g_j
-            if test & sampled:
-                r = b * (D + 1) + j
-                wx = _weights(_load_one(x_row + j * stride_j, tok, KIND), tl.load(m_ptr + r), temp, c_ptr)
-                qx = tl.sum(tl.where(jd == j, qvec, 0))
-                u = _uniform_below(seed, rnd, pos + j, dom_acc.to(tl.uint64, bitcast=True), (qx << 16).to(tl.uint64))
-                if have_r != 0:
-                    c = _floor_count(wx, tl.load(s_ptr + r)).to(tl.uint64)
-                    acc = u < c + tl.where(tok == g, tl.load(rem_ptr + r), 0).to(tl.uint64)  # P_j(x_j), §11.4 P6
-                else:
-                    # c is nonincreasing in S and S_lo <= S <= S_hi: c(S_hi) <= c <= c(S_lo) (pp3.kernels.screen).
-                    s_apx = tl.load(approx_ptr + r)
-                    c_lo = _floor_count(wx, s_apx * up).to(tl.uint64)
-                    c_hi = _floor_count(wx, s_apx * down).to(tl.uint64)
-                    acc = u < c_lo  # P_j(x_j) >= c >= c_lo; r_bound can be Triton's constant 1 (no .to on it)
-                    marked = tl.where((u >= c_lo) & (u < c_hi + tl.where(tok == g, r_bound, 0).to(tl.uint64)), 1,
-                                      marked)
-            a += acc.to(tl.int32)
-            alive = alive & acc
+        # 5. §11.6: acceptance, draft by draft, while every earlier draft was accepted. Every test j < n is
+        # evaluated at once (each U_j has its own Philox counter, so a test past the first rejection changes nothing)
+        # and the chain is the first test that does not accept. Without R (launch 2) a test whose U_j the interval
+        # leaves open does not accept either: if it is the first, the chain stops there and the request is marked.
+        live = (jd < n) & sampled  # the tests that draw U_j (every draft j < n is valid here)
+        r = b * (D + 1) + jd
+        hit_g = toks == gvec
+        wx = _weights(_load_fp32(x_row + jd * stride_j, toks, live, KIND), tl.load(m_ptr + r, mask=live, other=0.0),
+                      temp, c_ptr)
+        u = _uniform_below(seed, rnd, pos + jd.to(tl.uint64), dom_acc.to(tl.uint64, bitcast=True),
+                           (qvec << 16).to(tl.uint64))
+        if have_r != 0:
+            c = _floor_count(wx, tl.load(s_ptr + r, mask=live, other=1.0)).to(tl.uint64)
+            rem = tl.load(rem_ptr + r, mask=live & hit_g, other=0).to(tl.uint64)
+            accept = u < c + rem  # P_j(x_j), §11.4 P6
+            open_test = tl.zeros([DP], tl.int1)
+        else:
+            # c is nonincreasing in S and S_lo <= S <= S_hi: c(S_hi) <= c <= c(S_lo) (pp3.kernels.screen).
+            s_apx = tl.load(approx_ptr + r, mask=live, other=1.0)
+            c_lo = _floor_count(wx, s_apx * up).to(tl.uint64)
+            c_hi = _floor_count(wx, s_apx * down).to(tl.uint64)
+            accept = u < c_lo  # P_j(x_j) >= c >= c_lo; r_bound can be Triton's constant 1 (no .to on it)
+            open_test = (u >= c_lo) & (u < c_hi + tl.where(hit_g, r_bound, 0).to(tl.uint64))
+        accept = tl.where(sampled, accept, greedy & hit_g)  # T0: accept iff x_j = g_j
+        # a = n if every test accepts, 0 for a failed request (as if its first test did not accept)
+        a = tl.min(tl.where((jd < n) & ((accept == 0) | (ok == 0)), jd, n))
+        marked = (sampled & (a < n) & (tl.max(((jd == a) & open_test).to(tl.int32)) != 0)).to(tl.int32)
 
         # 6. §11.7 and §11.8: T0 rows emit the argmax at index a; a sampled row's draw is launches 6 and 7.
         token = tl.where(sampled, 0, tl.sum(tl.where(jd == a, gvec, 0)))
@@ -463,15 +469,28 @@ def _verify_rows_kernel(
         tl.store(out_ptr + b * (D + 1) + kk, out, mask=kk < D + 1)
         tl.store(state_ptr + STATE * b + ST_DRAWS, (sampled & (marked == 0)).to(tl.int32))
         tl.store(state_ptr + STATE * b + ST_A, a)
-        tl.store(state_ptr + STATE * b + ST_MARKED, marked)
+        if have_r == 0:  # launch 5 leaves the mark: launches 6 and 7 weigh a marked request's row a themselves
+            tl.store(state_ptr + STATE * b + ST_MARKED, marked)
         tl.store(state_ptr + STATE * b + ST_REJECTED, (a < n).to(tl.int32))
 
 
 @triton.jit
-def _slot_counts(row_ptr: tl.tensor, ids: tl.tensor, live: tl.tensor, m: tl.tensor, temp: tl.tensor, s: tl.tensor,
-                 c_ptr: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+def _row_a_weights(row_ptr: tl.tensor, w_ptr: tl.tensor, offs: tl.tensor, mask: tl.tensor, m: tl.tensor,
+                   temp: tl.tensor, c_ptr: tl.tensor, stored: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+    """Row a's §11.4 P2-P3 weights at ``offs`` where ``mask`` (fp64, exact widenings of fp32): launch 3's stored
+    values if ``stored`` (the request was not marked), else weighed from the logits as launch 3 weighs them."""
+    if stored:
+        w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float64)
+    else:
+        w = _weights(_load_fp32(row_ptr, offs, mask, KIND), m, temp, c_ptr)
+    return w
+
+
+@triton.jit
+def _slot_counts(row_ptr: tl.tensor, w_ptr: tl.tensor, ids: tl.tensor, live: tl.tensor, m: tl.tensor,
+                 temp: tl.tensor, s: tl.tensor, c_ptr: tl.tensor, stored: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
     """P5 floor counts c(y) at the slot IDs ``ids`` [K] where ``live`` (0 elsewhere; nothing is read there)."""
-    c = _floor_count(_weights(_load_fp32(row_ptr, ids, live, KIND), m, temp, c_ptr), s)
+    c = _floor_count(_row_a_weights(row_ptr, w_ptr, ids, live, m, temp, c_ptr, stored, KIND), s)
     return tl.where(live, c, 0)
 
 
@@ -486,6 +505,7 @@ def _verify_residual_kernel(
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     s_ptr: tl.tensor,  # [R] fp64: launch 3's S
+    w_ptr: tl.tensor,  # [B, V] fp32: launch 3's weights of row a (requests that were not marked)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
@@ -517,9 +537,11 @@ def _verify_residual_kernel(
         temp = tl.load(temp_ptr + b)
         s = tl.load(s_ptr + r)
         g = tl.load(g_ptr + r)
+        stored = tl.load(state_ptr + STATE * b + ST_MARKED) == 0
+        w_row = w_ptr + b * v
         offs = t * TILE + tl.arange(0, TILE)
         in_row = offs < v
-        c = _floor_count(_weights(_load_fp32(row, offs, in_row, KIND), m, temp, c_ptr), s)
+        c = _floor_count(_row_a_weights(row, w_row, offs, in_row, m, temp, c_ptr, stored, KIND), s)
         tl.store(plain_ptr + pid, tl.sum(tl.where(in_row, c, 0)))
         sbase = (b * D + tl.minimum(a, D - 1)) * K
         # Draft a's slots are Q* only if draft a was rejected (it is then valid: ascending IDs, empty slots -1); for
@@ -527,7 +549,8 @@ def _verify_residual_kernel(
         ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
         q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
         here = _masked_by((ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g), rejected)
-        tile_corr = tl.where(here, tl.minimum(_slot_counts(row, ids, here, m, temp, s, c_ptr, KIND), q), 0)
+        tile_corr = tl.where(here, tl.minimum(_slot_counts(row, w_row, ids, here, m, temp, s, c_ptr, stored, KIND), q),
+                             0)
         tl.store(corr_ptr + pid, tl.sum(tile_corr))
         if _last_of_row(cnt_ptr, b, n_tiles):
             ti = tl.arange(0, NTP)
@@ -535,7 +558,7 @@ def _verify_residual_kernel(
             plain = tl.load(plain_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
             corr = tl.load(corr_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
             rem = -tl.sum(plain) + P_TICKETS_I  # §11.4 P6 (int64, exact); -x + C: _common.TICKETS
-            pg = _floor_count(_weights(_load_one(row, g, KIND), m, temp, c_ptr), s) + rem  # P(g)
+            pg = _floor_count(_row_a_weights(row, w_row, g, g < v, m, temp, c_ptr, stored, KIND), s) + rem  # P(g)
             qg = tl.sum(tl.where(rejected & (ids == g), q, 0))  # Q*(g) 2^16
             # r(g) = P(g) - min(P(g), Q*(g) 2^16), of which the plain tile sum holds c(g)
             res = plain - corr + tl.where(ti == g // TILE, rem - tl.minimum(pg, qg), 0)
@@ -560,6 +583,7 @@ def _verify_draw_kernel(
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     s_ptr: tl.tensor,  # [R] fp64: launch 3's S
+    w_ptr: tl.tensor,  # [B, V] fp32: launch 3's weights of row a (requests that were not marked)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
@@ -581,8 +605,10 @@ def _verify_draw_kernel(
         tstar = tl.load(draw_ptr + 3 * b)
         offs = tstar * TILE + tl.arange(0, TILE)
         in_row = offs < v
-        c = _floor_count(_weights(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), tl.load(temp_ptr + b),
-                                  c_ptr), tl.load(s_ptr + r))
+        stored = tl.load(state_ptr + STATE * b + ST_MARKED) == 0
+        w = _row_a_weights(row, w_ptr + b * v, offs, in_row, tl.load(m_ptr + r), tl.load(temp_ptr + b), c_ptr, stored,
+                           KIND)
+        c = _floor_count(w, tl.load(s_ptr + r))
         c += tl.where(offs == tl.load(g_ptr + r), tl.load(draw_ptr + 3 * b + 2), 0)  # P = c + R at g (§11.4 P6)
         if tl.load(state_ptr + STATE * b + ST_REJECTED) != 0:  # rejected: Q* = draft a's q, at the slots inside tile t*
             sbase = (b * D + a) * K

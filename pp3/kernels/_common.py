@@ -14,7 +14,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.language.random import philox_impl
 
-from pp3.kernels.screen import LN2_HI, LN2_LO, LOG2E, MAGIC, POLY, SCREEN_FLOOR
+from pp3.kernels.screen import LOG2E, MAGIC, POLY, SCREEN_FLOOR
 
 # Layout of the fp64 constants tensor of §6 (built from pp3.reference.exponential by select.exp_constants).
 C_INV = tl.constexpr(0)
@@ -281,34 +281,28 @@ SCREEN_FLOOR_Z = tl.constexpr(SCREEN_FLOOR)
 SCREEN_LOG2E = tl.constexpr(LOG2E)
 SCREEN_MAGIC = tl.constexpr(MAGIC)
 SCREEN_MAGIC_BITS = tl.constexpr(0x4B400000)  # the bits of MAGIC
-SCREEN_LN2_HI = tl.constexpr(LN2_HI)
-SCREEN_LN2_LO = tl.constexpr(LN2_LO)
-SCREEN_P2 = tl.constexpr(POLY[0])
-SCREEN_P3 = tl.constexpr(POLY[1])
-SCREEN_P4 = tl.constexpr(POLY[2])
-SCREEN_P5 = tl.constexpr(POLY[3])
-SCREEN_P6 = tl.constexpr(POLY[4])
-SCREEN_P7 = tl.constexpr(POLY[5])
+SCREEN_C1 = tl.constexpr(POLY[0])
+SCREEN_C2 = tl.constexpr(POLY[1])
+SCREEN_C3 = tl.constexpr(POLY[2])
+SCREEN_C4 = tl.constexpr(POLY[3])
 
 
 @triton.jit
 def _expf_screen(z: tl.tensor) -> tl.tensor:
     """``screen.expf_screen`` (fp32 z <= 0, -inf allowed), step for step: within ``screen.SCREEN_REL`` of §6's
-    ``expf`` for z >= -86, +0.0 below. Never an output: the verifier's launch 2 bounds S with it."""
+    ``expf`` for z >= -86, that of -86 below (< 2^-124). Never an output: the verifier's launch 1 bounds S with it."""
     zc = tl.maximum(z, SCREEN_FLOOR_Z)
-    big = zc * SCREEN_LOG2E + SCREEN_MAGIC
-    kf = big - SCREEN_MAGIC  # rint(zc / ln 2), ties to even
-    r = (zc - kf * SCREEN_LN2_HI) - kf * SCREEN_LN2_LO
-    p = SCREEN_P6 + r * SCREEN_P7
-    p = SCREEN_P5 + r * p
-    p = SCREEN_P4 + r * p
-    p = SCREEN_P3 + r * p
-    p = SCREEN_P2 + r * p
-    p = 1.0 + r * p
-    p = 1.0 + r * p
+    y = zc * SCREEN_LOG2E
+    big = y + SCREEN_MAGIC
+    kf = big - SCREEN_MAGIC  # rint(y), ties to even
+    f = y - kf  # exact (Sterbenz), |f| <= 1/2
+    p = SCREEN_C3 + f * SCREEN_C4
+    p = SCREEN_C2 + f * p
+    p = SCREEN_C1 + f * p
+    p = 1.0 + f * p
     k = big.to(tl.int32, bitcast=True) - SCREEN_MAGIC_BITS
-    scale = ((k + 127) << 23).to(tl.float32, bitcast=True)  # 2^k, normal for k >= -124
-    return tl.where(z < SCREEN_FLOOR_Z, 0.0, p * scale)
+    scale = ((k + 127) << 23).to(tl.float32, bitcast=True)  # 2^k, k in [-124, 0]
+    return p * scale  # type: ignore[no-any-return]  # (k: a tensor minus a constexpr, Any to mypy)
 
 
 @triton.jit

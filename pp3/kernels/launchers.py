@@ -330,6 +330,7 @@ def verify(
     plain = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     corr = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     draw = torch.empty((b, 3), dtype=torch.int64, device=dev)
+    weights = torch.empty((b, v), dtype=torch.float32, device=dev)  # launch 3's row a, read by launches 6 and 7
     status, accepted, tokens = out.status, out.accepted, out.tokens
     tok, dst, ids, tix = draft_tokens, draft_status, draft_ids, draft_tickets
     consts = exp_constants(dev)
@@ -353,7 +354,8 @@ def verify(
     sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
     _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_sums_kernel[(b * n_tiles,)](
-        *row, counters, *weigh, state, sums, total, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
+        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS,
+        **EXACT,
     )
     _accept._verify_counts_kernel[(rows * n_prog,)](
         *row, counters, *weigh, total, state, counts, remainder, n_prog,
@@ -361,12 +363,13 @@ def verify(
     )
     _accept._verify_rows_kernel[(b,)](*chain, 1, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_residual_kernel[(b * n_tiles,)](
-        *row, counters, argmax, maxima, total, keys.temperature, ids, tix, keys.seed, keys.round, keys.position,
+        *row, counters, argmax, maxima, total, weights, keys.temperature, ids, tix, keys.seed, keys.round,
+        keys.position,
         consts, DOMAIN_RESIDUAL, state, plain, corr, draw, D=d, K=K, KIND=kind, TILE=tile, NTP=ntp,
         num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_draw_kernel[(b,)](
-        *logits, argmax, maxima, total, keys.temperature, ids, tix, consts, state, draw, tokens,
+        *logits, argmax, maxima, total, weights, keys.temperature, ids, tix, consts, state, draw, tokens,
         D=d, K=K, KIND=kind, TILE=tile, **EXACT,
     )
     return out

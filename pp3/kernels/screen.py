@@ -9,36 +9,43 @@ rejects (R <= V, "Range"), whatever S and R are; only a U_j in between needs the
 exactly (launch 3). Every output bit is the reference's; the screen only decides which tests need the exact S.
 
 **The screening exponential** (``expf_screen``, fp32, no FMA, every step one IEEE binary32 operation or an exact
-integer one, as the kernels compile it under ``config.EXACT``): e^z = 2^k e^r with k = rint(z / ln 2) (the magic
-constant 1.5 2^23), r = (z - k LN2_HI) - k LN2_LO (LN2_HI has 16 significant bits, so k LN2_HI is exact for |k| <= 128,
-and the first subtraction is exact by Sterbenz's lemma), e^r by its degree-7 Taylor polynomial (|r| <= ln 2 / 2 + 2^-20,
-truncation < 2^-26 relative), 2^k from its bits; z < -86 gives +0.0. It is not the exponential of §6 and never reaches
-an output.
+integer one, as the kernels compile it under ``config.EXACT``): e^z = 2^y, y = fl32(zc LOG2E) with
+zc = max(z, SCREEN_FLOOR); k = rint(y) (the magic constant 1.5 2^23, ties to even); f = y - k, exact with
+|f| <= 1/2 (k = 0 gives f = y; else |k| >= 1 lies within 1/2 of y, so k / y is in [1/2, 2] and Sterbenz's lemma
+applies); 2^f by p(f) = 1 + f (C1 + f (C2 + f (C3 + f C4))) in that order (``POLY``: ``fit_poly``, the minimax
+relative error on [-1/2, 1/2], 2^-18.44, rounded to fp32); 2^k from its bits (k in [-124, 0], a normal number);
+e~ = p 2^k. Fourteen fp32 operations and one integer one (2^k's three fold into a shift-and-add, LEA). Rounding y
+costs up to ln 2 (ulp(y) / 2 + |y| 2^-26.2) relative (the second term is LOG2E's own error), 2^-18.0 at z = -86: the
+error grows with |z|. Below the floor e~(z) = e~(-86), about 2^-124.07, a normal number: no select. It is not the
+exponential of §6 and never reaches an output.
 
 **The bound.** For every fp32 z in [-86, -0.0] the screen's value e~ and §6's expf(z) = w satisfy
-|e~ - w| <= SCREEN_REL w, and for z < -86, e~ = +0.0 and w < 2^-124 = SCREEN_ABS. ``tools/audit_screen.py``
-checks both over every such z (NumPy twin on the CPU, the kernels' own code with ``--device cuda``); the measured
-largest relative difference is recorded there and in VERIFY.md, well under SCREEN_REL.
+|e~ - w| <= SCREEN_REL w, and for z < -86 both lie in [0, SCREEN_ABS) = [0, 2^-124). ``tools/audit_screen.py`` checks
+both over every such z (NumPy twin on the CPU, the kernels' own code with ``--device cuda``); the measured largest
+relative difference (2^-17.20: the polynomial's 2^-18.44, y's rounding and p's own) is recorded there and in VERIFY.md,
+under SCREEN_REL = 2^-16.
 
 **The interval.** Launch 1 reads each tile once: with m_t the tile's maximum it sums e~(z'_y), z'_y =
 fl32(fl32(x_y - m_t) / T), by the fp32 pairwise tree of depth TILE_LOG <= 12, and the row's last program forms
 S~ = sum_t fl64(tile sum_t) * fl64(e~(z''_t)), z''_t = fl32(fl32(m_t - m) / T), by the fp64 tree of depth <= 10.
 Bound, with u = 2^-24 and zeta_y = (x_y - m) / T (real; zeta'_y = (x_y - m_t) / T and zeta''_t = (m_t - m) / T are
 both in [zeta_y, 0] and add up to it):
-- An entry with zeta_y >= -87 (then every z is >= -87.01 and every e is a normal fp32 number or +0.0): §11.4's
-  e_y = expf(z_y) with z_y = fl32(fl32(x_y - m) / T) = zeta_y (1 + eps1)(1 + eps2) (each |eps| <= u; a subnormal
-  difference is exact), so e_y = e^zeta_y (1 + a_y), |a_y| <= u + 2.0001 u |zeta_y| (expf is correctly rounded).
-  Likewise e~(z'_y) e~(z''_t) = e^zeta_y (1 + b_y), |b_y| <= 2 SCREEN_REL + 2u + 2.0001 u (|zeta'| + |zeta''|)
-  + (products), with |zeta'| + |zeta''| = |zeta_y| <= 87; where z' or z'' is below -86 the screen gives 0 and
-  e^zeta_y < e^-86. So the two differ by less than (2^-17 + 4.0002 u 87 + 4u) e^zeta_y < 2^-15.0 e_y, or by less
-  than 2^-123 where a factor is 0.
-- An entry with zeta_y < -87: both e_y and e~ e~ are below 2^-125 (a screen value is at most e^z (1 + 2^-18)).
-  With the 2^-123 above, at most V 2^-123 < 2^-92 in all, against S >= 1.
-- The trees: fp32 gamma_12 = 12u / (1 - 12u) < 2^-20.4 on the tile sums, the fp64 products and tree
-  (gamma_11, u = 2^-53) < 2^-48, and |S - T| <= gamma_31 T (fp64) for §11.4's own tree over the real sum T.
-To first order |S~ - S| <= (2^-15.0 + 2^-20.4 + 2^-47) S < 2^-14.9 S, second-order terms below 2^-29, so
-S_lo = S~ (1 - SCREEN_MARGIN) and S_hi = S~ (1 + SCREEN_MARGIN) with SCREEN_MARGIN = 2^-12 hold S with room to spare
-(7x; their own fp64 roundings, 2^-53 relative, included). A test is left open with probability about
+- An entry with zeta_y >= -87 and z'_y, z''_t >= -86: §11.4's e_y = expf(z_y) with z_y = fl32(fl32(x_y - m) / T) =
+  zeta_y (1 + eps1)(1 + eps2) (each |eps| <= u; a subnormal difference is exact), so e_y = e^zeta_y (1 + a_y),
+  |a_y| <= u + 2.0001 u |zeta_y| (expf is correctly rounded). Likewise e~(z'_y) e~(z''_t) = e^zeta_y (1 + b_y),
+  |b_y| <= 2 SCREEN_REL + 2u + 2.0001 u (|zeta'| + |zeta''|) + (products), with |zeta'| + |zeta''| = |zeta_y| <= 87.
+  So the two differ by less than (2^-15 + 4.0002 u 87 + 4u) e^zeta_y < 2^-14.24 e_y.
+- Every other entry (zeta_y < -87, or z'_y or z''_t below the floor, which takes in the -inf logits and the entries
+  past the row's end, read as -inf): e_y < 2^-124 (z_y <= -85.99, or e_y = 0), and e~(z'_y) e~(z''_t) < 2^-124 (a
+  factor below the floor is e~(-86) < 2^-124.07 (1 + SCREEN_REL), the other at most 1 + SCREEN_REL; with both above
+  it, z'_y + z''_t < -86.99 and the product is below 2^-125). Each differs by less than 2^-124, and a row reads
+  n_tiles TILE < V + TILE < 2^31 + 2^12 entries: less than 2^-92.9 in all, against S >= 1.
+- The trees: every e~ is a normal number (none underflows: e~ > 2^-125), so the fp32 tile sums are within
+  gamma_12 = 12u / (1 - 12u) < 2^-20.4, the fp64 products and tree (gamma_11, u = 2^-53) within 2^-48, and
+  |S - T| <= gamma_31 T (fp64) for §11.4's own tree over the real sum T.
+To first order |S~ - S| <= (2^-14.24 + 2^-20.4 + 2^-47) S + 2^-92.9 < 2^-14.2 S, second-order terms below 2^-28, so
+S_lo = S~ (1 - SCREEN_MARGIN) and S_hi = S~ (1 + SCREEN_MARGIN) with SCREEN_MARGIN = 2^-12 hold S with 4.6x room
+(at least 4x kept; their own fp64 roundings, 2^-53 relative, included). A test is left open with probability about
 2 SCREEN_MARGIN p_j(x_j) / q_j(x_j) + [x_j = g_j] V / 2^40 (<= 4.9e-4 + 1.5e-7 where p <= q); its request then costs
 the exact sums of its rows (launches 3 to 5), not a different result.
 """
@@ -50,35 +57,53 @@ import numpy.typing as npt
 
 F32 = npt.NDArray[np.float32]
 
-SCREEN_REL = 2.0**-18  # |e~ - expf(z)| <= SCREEN_REL expf(z) for every fp32 z in [-86, -0.0] (audited exhaustively)
-SCREEN_ABS = 2.0**-124  # expf(z) < SCREEN_ABS for z < -86, where e~ = +0.0
+SCREEN_REL = 2.0**-16  # |e~ - expf(z)| <= SCREEN_REL expf(z) for every fp32 z in [-86, -0.0] (audited exhaustively)
+SCREEN_ABS = 2.0**-124  # for z < -86, expf(z) and e~ = e~(-86) are in [0, SCREEN_ABS)
 SCREEN_MARGIN = 2.0**-12  # S_lo = S~ (1 - margin), S_hi = S~ (1 + margin) hold S (the derivation above)
-SCREEN_FLOOR = -86.0  # z below it: e~ = +0.0
+SCREEN_FLOOR = -86.0  # z below it is taken as the floor
 
 # Constants, as fp32 values (each printed with its bits).
 LOG2E = float(np.float32(1.4426950408889634))  # 0x3FB8AA3B, fl32(1 / ln 2)
 MAGIC = 12582912.0  # 1.5 2^23: (t + MAGIC) - MAGIC rounds t to the nearest integer, ties to even, for |t| < 2^22
-LN2_HI = 0.693145751953125  # 0x3F317200: ln 2 to 16 significant bits
-LN2_LO = float(np.float32(0.6931471805599453 - 0.693145751953125))  # 0x35BFBE8E
-# e^r = 1 + r (1 + r (P2 + r (P3 + r (P4 + r (P5 + r (P6 + r P7)))))), P_i = fl32(1 / i!)
-POLY = tuple(float(np.float32(1.0 / f)) for f in (2.0, 6.0, 24.0, 120.0, 720.0, 5040.0))
+# 2^f = 1 + f (C1 + f (C2 + f (C3 + f C4))): fit_poly() rounded to fp32
+POLY = tuple(float(np.float32(c)) for c in (0.6931242, 0.24024099, 0.055906426, 0.009582853))
+# 0x3F317096, 0x3E7601BC, 0x3D64FE23, 0x3C1D0166
+
+
+def fit_poly(deg: int = 4, n: int = 1 << 16, rounds: int = 8) -> npt.NDArray[np.float64]:
+    """The coefficients c_1 .. c_deg (fp64) of the minimax relative error of 1 + f (c_1 + ... + c_deg f^(deg-1))
+    against 2^f on [-0.5, 0.5], by Remez's exchange on n + 1 even points (``POLY`` is them rounded to fp32; the
+    grids of 2^12 to 2^18 points round alike; the error is 2^-18.44 before the rounding). The error is 0 at f = 0
+    (the form fixes p(0) = 1), so it alternates as err * sign(f): one extremum per run of constant sign."""
+    f = np.linspace(-0.5, 0.5, n + 1)
+    f = f[f != 0]
+    s = np.sign(f)
+    a = np.stack([f**j for j in range(1, deg + 1)], axis=1) * (2.0**-f * s)[:, None]
+    b = (1.0 - 2.0**-f) * s  # (p(f) 2^-f - 1) sign(f) = a c - b
+    nodes = np.linspace(0, f.size - 1, deg + 1).astype(np.int64)
+    for _ in range(rounds):
+        sol = np.linalg.solve(np.column_stack([a[nodes], (-1.0) ** np.arange(deg + 1)]), b[nodes])
+        err = a @ sol[:-1] - b
+        runs = np.split(np.arange(err.size), np.flatnonzero(np.diff(np.sign(err)) != 0) + 1)
+        nodes = np.array([r[np.argmax(np.abs(err[r]))] for r in runs])
+    return np.asarray(sol[:-1], dtype=np.float64)
 
 
 def expf_screen(z: F32) -> F32:
     """The screening exponential of fp32 ``z`` (z <= 0, -inf allowed), step for step as ``_common._expf_screen``."""
-    f = np.float32
+    f32 = np.float32
     z = np.asarray(z, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
-        zc = np.maximum(z, f(SCREEN_FLOOR))
-        t = zc * f(LOG2E)
-        big = t + f(MAGIC)
-        kf = big - f(MAGIC)
-        r = (zc - kf * f(LN2_HI)) - kf * f(LN2_LO)
-        p = f(POLY[5])
-        for c in (POLY[4], POLY[3], POLY[2], POLY[1], POLY[0], 1.0):
-            p = f(c) + r * p
-        p = f(1.0) + r * p
+        zc = np.maximum(z, f32(SCREEN_FLOOR))
+        y = zc * f32(LOG2E)
+        big = y + f32(MAGIC)
+        kf = big - f32(MAGIC)
+        f = y - kf
+        p = f32(POLY[2]) + f * f32(POLY[3])
+        p = f32(POLY[1]) + f * p
+        p = f32(POLY[0]) + f * p
+        p = f32(1.0) + f * p
         k = big.view(np.int32) - np.float32(MAGIC).view(np.int32)
         scale = ((k + 127) << 23).astype(np.int32).view(np.float32)
         e = p * scale
-    return np.where(z < f(SCREEN_FLOOR), f(0.0), e).astype(np.float32)
+    return np.asarray(e, dtype=np.float32)
