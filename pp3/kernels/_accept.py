@@ -81,33 +81,6 @@ def _floor_count(w: tl.tensor, s: tl.tensor) -> tl.tensor:
     return ((w * P_TICKETS_F) / s).to(tl.int64)  # type: ignore[no-any-return]
 
 
-TWO_52 = tl.constexpr(4503599627370496.0)  # 2^52: (q + 2^52) - 2^52 = rint(q) for 0 <= q < 2^51
-TWO_52_BITS = tl.constexpr(0x4330000000000000)  # the fp64 bits of 2^52
-TWO_M49 = tl.constexpr(1.7763568394002505e-15)  # 2^-49
-
-
-@triton.jit
-def _floor_counts(w: tl.tensor, s: tl.tensor, inv: tl.tensor) -> tl.tensor:
-    """``_floor_count(w, s)`` of a vector of weights, by one multiplication by ``inv`` = fl64(2^40 / S) per entry
-    instead of a division; the division for the whole vector where any entry is too close to an integer to tell.
-
-    Proof that the fast path returns the same integers. With u = 2^-53, x = w 2^40 / S (real) and q = fl64(w inv),
-    q = x (1 + d1)(1 + d2), |d1|, |d2| <= u, so |q - x| < 2^-51.9 x and x < 2^41. Then r = (q + 2^52) - 2^52 = rint(q)
-    exactly (q < 2^51: the sum lies in [2^52, 2^53), where the spacing is 1) and f = q - r is exact (|f| <= 1/2;
-    Sterbenz for r >= 1, f = q for r = 0). If q > 0 and |f| > 2^-49 q, no integer lies within 2^-49 q of q, so none
-    within 2^-50 x of x: floor(x) = floor(q), and fl64(x) stays on the same side of every integer (it moves x by at
-    most u x < 2^-50 x, and integers below 2^53 are fp64 numbers), so floor(fl64(x)) = floor(q) = r - [f < 0], read
-    from the bits of q + 2^52. If q = 0 then w = 0 and the count is 0. An entry within 2^-49 q of an integer (about
-    2^-48 q of them, q < 2^40: rare but possible) sends the vector to the division."""
-    q = w * inv
-    big = q + TWO_52
-    f = q - (big - TWO_52)
-    c = big.to(tl.int64, bitcast=True) - TWO_52_BITS - (f < 0.0).to(tl.int64)
-    if tl.max(((q != 0.0) & (tl.abs(f) <= q * TWO_M49)).to(tl.int32)) != 0:
-        c = _floor_count(w, s)
-    return c  # type: ignore[no-any-return]  # c - a constexpr: Any to mypy
-
-
 @triton.jit
 def _lemire_step(
     w: tl.tensor, s: tl.tensor, t: tl.tensor, out: tl.tensor, done: tl.tensor
@@ -153,7 +126,7 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 # (``_last_of_row``, the row counters of ``_workspace``) reduces them once into [R] or [B] buffers that later launches
 # read as scalars. Each reduction is in a fixed order (the P4 tree) or over integers, so which program is last changes
 # no bit.
-#   1. Per tile: the largest okey (§4.1), its lowest ID and the smallest okey, and for sampled requests the screen
+#   1. Per tile: the largest okey (§4.1), its lowest ID and the largest |bits|, and for sampled requests the screen
 #      (``pp3.kernels.screen``: a cheap fp32 exponential against the tile's maximum); the row's class, g and m, and
 #      its S~, with S_lo = S~ (1 - 2^-12) <= S <= S_hi = S~ (1 + 2^-12).
 #   2. Per request: the status and the acceptance chain (§11.6) by the interval alone. P_j(x_j) = c + [x_j = g_j] R
@@ -175,22 +148,20 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 
 
 @triton.jit
-def _row_argmax(okey_ptr: tl.tensor, id_ptr: tl.tensor, low_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor,
+def _row_argmax(okey_ptr: tl.tensor, id_ptr: tl.tensor, mag_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor,
                 NTP: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
     """Target row r's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK) and argmax g (the largest value, the lowest ID
-    among equal values: §4.1), from launch 1's per-tile largest okey, its lowest ID and the smallest okey."""
+    among equal values: §4.1), from launch 1's per-tile largest okey, its lowest ID and the largest |bits|."""
     ti = tl.arange(0, NTP)
     live = ti < n_tiles
     okeys = tl.load(okey_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg").to(tl.uint32, bitcast=True)
     ids = tl.load(id_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
-    low = tl.min(tl.load(low_ptr + r * n_tiles + ti, mask=live, other=OKEY_NEG_INF,
-                         cache_modifier=".cg").to(tl.uint32, bitcast=True))
+    mag = tl.max(tl.load(mag_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg"))
     best = tl.max(okeys)
     g = tl.min(tl.where(live & (okeys == best), ids, 0x7FFFFFFF))
-    # NaN: an okey above +inf's (a positive NaN) or below -inf's (a negative one). Otherwise the largest value tells
-    # the rest: +inf if it is +inf, zero mass if it is -inf (nothing finite), else OK.
-    nan = (best > OKEY_POS_INF) | (low < OKEY_NEG_INF)
-    cls = tl.where(nan, 1, tl.where(best == OKEY_POS_INF, 2, tl.where(best <= OKEY_NEG_INF, 3, 0)))
+    # NaN: some |bits| above +inf's. Otherwise the largest value tells the rest: +inf if it is +inf, zero mass if it
+    # is -inf (nothing finite), else OK. (A negative NaN ranks below -inf, a positive one above +inf: both are NaN.)
+    cls = tl.where(mag > 0x7F800000, 1, tl.where(best == OKEY_POS_INF, 2, tl.where(best <= OKEY_NEG_INF, 3, 0)))
     return cls, g
 
 
@@ -235,7 +206,7 @@ def _verify_tiles_kernel(
     cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0 (_workspace; left all 0)
     okey_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's largest okey (§4.1, uint32 bits)
     id_ptr: tl.tensor,  # [R, n_tiles] int32 out: the lowest ID in the tile with that okey
-    low_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's smallest okey (uint32 bits; NaN: < okey(-inf))
+    mag_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's largest fp32 |bits| (NaN: > 0x7F800000)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's screen sum against its own maximum (sampled requests)
     cls_ptr: tl.tensor,  # [R] int32 out: each row's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK)
@@ -265,7 +236,7 @@ def _verify_tiles_kernel(
     best = tl.max(okey)
     tl.store(okey_ptr + pid, best.to(tl.int32, bitcast=True))
     tl.store(id_ptr + pid, tl.min(tl.where(okey == best, offs, 0x7FFFFFFF)))
-    tl.store(low_ptr + pid, tl.min(okey).to(tl.int32, bitcast=True))
+    tl.store(mag_ptr + pid, tl.max((bits & 0x7FFFFFFF).to(tl.int32)))
     temp = tl.load(temp_ptr + r // (D + 1))
     if temp > 0.0:
         mt = _value_bits(best).to(tl.float32, bitcast=True)
@@ -273,7 +244,7 @@ def _verify_tiles_kernel(
         # A tile of -inf alone weighs nothing (its x - m_t would be NaN); a NaN or +inf tile fails its row.
         tl.store(sums_ptr + pid, tl.where(best > OKEY_NEG_INF, _tree(e, TILE, TILE_LOG), 0.0).to(tl.float64))
     if _last_of_row(cnt_ptr, r, n_tiles):
-        cls, g = _row_argmax(okey_ptr, id_ptr, low_ptr, r, n_tiles, NTP)
+        cls, g = _row_argmax(okey_ptr, id_ptr, mag_ptr, r, n_tiles, NTP)
         m = _load_one(row, g, KIND)  # read back at the argmax (keeps -0.0 as is)
         tl.store(cls_ptr + r, cls)
         tl.store(g_ptr + r, g)
@@ -517,10 +488,9 @@ def _row_a_weights(row_ptr: tl.tensor, w_ptr: tl.tensor, offs: tl.tensor, mask: 
 
 @triton.jit
 def _slot_counts(row_ptr: tl.tensor, w_ptr: tl.tensor, ids: tl.tensor, live: tl.tensor, m: tl.tensor,
-                 temp: tl.tensor, s: tl.tensor, inv: tl.tensor, c_ptr: tl.tensor, stored: tl.tensor,
-                 KIND: tl.constexpr) -> tl.tensor:
+                 temp: tl.tensor, s: tl.tensor, c_ptr: tl.tensor, stored: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
     """P5 floor counts c(y) at the slot IDs ``ids`` [K] where ``live`` (0 elsewhere; nothing is read there)."""
-    c = _floor_counts(_row_a_weights(row_ptr, w_ptr, ids, live, m, temp, c_ptr, stored, KIND), s, inv)
+    c = _floor_count(_row_a_weights(row_ptr, w_ptr, ids, live, m, temp, c_ptr, stored, KIND), s)
     return tl.where(live, c, 0)
 
 
@@ -571,8 +541,7 @@ def _verify_residual_kernel(
         w_row = w_ptr + b * v
         offs = t * TILE + tl.arange(0, TILE)
         in_row = offs < v
-        inv = P_TICKETS_F / s  # fl64(2^40 / S): _floor_counts
-        c = _floor_counts(_row_a_weights(row, w_row, offs, in_row, m, temp, c_ptr, stored, KIND), s, inv)
+        c = _floor_count(_row_a_weights(row, w_row, offs, in_row, m, temp, c_ptr, stored, KIND), s)
         tl.store(plain_ptr + pid, tl.sum(tl.where(in_row, c, 0)))
         sbase = (b * D + tl.minimum(a, D - 1)) * K
         # Draft a's slots are Q* only if draft a was rejected (it is then valid: ascending IDs, empty slots -1); for
@@ -580,8 +549,8 @@ def _verify_residual_kernel(
         ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
         q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
         here = _masked_by((ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g), rejected)
-        slot_c = _slot_counts(row, w_row, ids, here, m, temp, s, inv, c_ptr, stored, KIND)
-        tile_corr = tl.where(here, tl.minimum(slot_c, q), 0)
+        tile_corr = tl.where(here, tl.minimum(_slot_counts(row, w_row, ids, here, m, temp, s, c_ptr, stored, KIND), q),
+                             0)
         tl.store(corr_ptr + pid, tl.sum(tile_corr))
         if _last_of_row(cnt_ptr, b, n_tiles):
             ti = tl.arange(0, NTP)
@@ -639,8 +608,7 @@ def _verify_draw_kernel(
         stored = tl.load(state_ptr + STATE * b + ST_MARKED) == 0
         w = _row_a_weights(row, w_ptr + b * v, offs, in_row, tl.load(m_ptr + r), tl.load(temp_ptr + b), c_ptr, stored,
                            KIND)
-        s = tl.load(s_ptr + r)
-        c = _floor_counts(w, s, P_TICKETS_F / s)
+        c = _floor_count(w, tl.load(s_ptr + r))
         c += tl.where(offs == tl.load(g_ptr + r), tl.load(draw_ptr + 3 * b + 2), 0)  # P = c + R at g (§11.4 P6)
         if tl.load(state_ptr + STATE * b + ST_REJECTED) != 0:  # rejected: Q* = draft a's q, at the slots inside tile t*
             sbase = (b * D + a) * K
