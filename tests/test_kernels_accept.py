@@ -90,8 +90,9 @@ def test_failed_rows_and_truncation() -> None:
     case["draft_status"][3, 0] = 1  # n = 0: the bonus from p_0; later rows ignored
     case["target_logits"][3, 1:, 0] = np.nan
     break_draft("token_zero_tickets", case["draft_ids"][4:], case["draft_tickets"][4:], case["draft_tokens"][4:])
+    case["target_logits"][5, 0, 7] = np.uint32(0xFFC00000).view(np.float32)  # a negative NaN
     same(case, 16)
-    assert verify(**case).status.tolist() == [1, 3, 2, 0, 5, 0]
+    assert verify(**case).status.tolist() == [1, 3, 2, 0, 5, 1]
 
 
 @pytest.mark.parametrize("garbage", [-(1 << 31), -1, (1 << 31) - 1])
