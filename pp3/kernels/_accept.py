@@ -434,7 +434,9 @@ def _verify_rows_kernel(
         # evaluated at once (each U_j has its own Philox counter, so a test past the first rejection changes nothing)
         # and the chain is the first test that does not accept. Without R (launch 2) a test whose U_j the interval
         # leaves open does not accept either: if it is the first, the chain stops there and the request is marked.
-        live = (jd < n) & sampled  # the tests that draw U_j (every draft j < n is valid here)
+        # The tests that draw U_j (every draft j < n is valid here). Not (jd < n) & sampled: Triton 3.9's interpreter
+        # gives a vector & a scalar a mask dtype its loads reject.
+        live = jd < tl.where(sampled, n, 0)
         r = b * (D + 1) + jd
         hit_g = toks == gvec
         wx = _weights(_load_fp32(x_row + jd * stride_j, toks, live, KIND), tl.load(m_ptr + r, mask=live, other=0.0),
