@@ -462,13 +462,11 @@ def _verify_rows_kernel(
 
         # 6. §11.7 and §11.8: T0 rows emit the argmax at index a; a sampled row's draw is launches 6 and 7.
         token = tl.where(sampled, 0, tl.sum(tl.where(jd == a, gvec, 0)))
-        kk = tl.arange(0, DP)
-        drafts = tl.load(tok_ptr + b * D + kk, mask=kk < D, other=EMPTY_ID)
-        out = tl.where(kk < a, drafts, tl.where(kk == a, token, EMPTY_ID))
+        out = tl.where(jd < a, toks, tl.where(jd == a, token, EMPTY_ID))  # a <= n <= D: toks' padding never shows
         out = tl.where(ok, out, EMPTY_ID)
         tl.store(status_ptr + b, status.to(tl.int8))
         tl.store(acc_ptr + b, tl.where(ok, a, EMPTY_ID))
-        tl.store(out_ptr + b * (D + 1) + kk, out, mask=kk < D + 1)
+        tl.store(out_ptr + b * (D + 1) + jd, out, mask=jd < D + 1)
         tl.store(state_ptr + STATE * b + ST_DRAWS, (sampled & (marked == 0)).to(tl.int32))
         tl.store(state_ptr + STATE * b + ST_A, a)
         if have_r == 0:  # launch 5 leaves the mark: launches 6 and 7 weigh a marked request's row a themselves
