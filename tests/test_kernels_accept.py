@@ -95,6 +95,29 @@ def test_failed_rows_and_truncation() -> None:
     assert verify(**case).status.tolist() == [1, 3, 2, 0, 5, 1]
 
 
+@pytest.mark.parametrize("temp", [0.0, 1.0])
+def test_the_argmax_across_tiles(temp: float) -> None:
+    """§4.1's argmax where launch 1's tile peaks and its rescan of one tile could go wrong: -0.0 and +0.0 equal across
+    tiles (the peak of a tile of -0.0 ranks below +0.0's), ties across and inside tiles, the maximum in the ragged
+    last tile, a negative NaN after the maximum. A T0 request emits g_0 at index 0 whether draft 0 is accepted or not
+    (and a sampled one weighs every row against its m)."""
+    case = random_case(np.random.default_rng(5), 7, 1, 37, temp)  # tiles of 8: 5 per row, the last one of 5 entries
+    rows = -1.0 - np.abs(case["target_logits"][:, 0, :])  # every entry below -1: the planted ones are the maxima
+    rows[0, [3, 20]] = [-0.0, 0.0]  # -0.0 in tile 0, +0.0 in tile 2: g = 3
+    rows[1, [20, 30]] = [-0.0, 0.0]  # the +0.0 in a later tile than the -0.0: g = 20
+    rows[2, [12, 30]] = 2.0  # a tie across tiles: g = 12
+    rows[3, [17, 19]] = 2.0  # a tie inside a tile: g = 17
+    rows[4, 36] = 2.0  # in the ragged last tile: g = 36
+    rows[5, 33] = 2.0  # in the last tile before a padded lane's -inf
+    rows[6, [1, 35]] = [2.0, np.uint32(0xFFC00000).view(np.float32)]  # a negative NaN after the maximum: NaN row
+    case["target_logits"][:, 0, :] = rows
+    same(case, 8)
+    got = verify(**case)
+    assert got.status.tolist() == [0, 0, 0, 0, 0, 0, 1]
+    if temp == 0.0:
+        assert got.tokens[:6, 0].tolist() == [3, 20, 12, 17, 36, 33]
+
+
 @pytest.mark.parametrize("garbage", [-(1 << 31), -1, (1 << 31) - 1])
 def test_the_failed_draft_at_n_is_ignored_whatever_it_holds(garbage: int) -> None:
     """§11.3: drafts n .. D-1 are ignored entirely. The bonus at index n once read the failed draft n's slots as Q*'s

@@ -12,8 +12,6 @@ from triton.language.random import philox_impl
 
 from pp3.kernels._common import (
     EMPTY_ID,
-    OKEY_NEG_INF,
-    OKEY_POS_INF,
     TICKETS,
     _expf,
     _expf_screen,
@@ -21,8 +19,6 @@ from pp3.kernels._common import (
     _load_padded,
     _masked_by,
     _tree,
-    _value_bits,
-    _value_key,
     _widen_bits,
 )
 
@@ -49,10 +45,11 @@ def _exponent(x: tl.tensor, m: tl.tensor, temp: tl.tensor) -> tl.tensor:
     tb = temp.to(tl.uint32, bitcast=True)
     ex = (tb >> 23) & 0xFF
     if ((tb & 0x807FFFFF) == 0) & (ex >= 1) & (ex <= 254):
-        z = d * tl.math.div_rn(1.0, temp)  # the exact reciprocal of a power of two
+        z = d * tl.math.div_rn(1.0, temp)  # the exact reciprocal of a power of two: finite and > 0, so -inf stays
     else:
-        z = tl.math.div_rn(d, temp)  # P3: IEEE fp32 division (NaN only where d = -inf and T = +inf)
-    return tl.where(d == float("-inf"), float("-inf"), z)  # P3: d = -inf -> expf(-inf) = +0.0
+        # P3: IEEE fp32 division, NaN only where d = -inf and T = +inf: -inf there (expf(-inf) = +0.0)
+        z = tl.where(d == float("-inf"), float("-inf"), tl.math.div_rn(d, temp))
+    return z
 
 
 @triton.jit
@@ -65,12 +62,6 @@ def _weights(x: tl.tensor, m: tl.tensor, temp: tl.tensor, c_ptr: tl.tensor) -> t
 def _load_fp32(row_ptr: tl.tensor, offs: tl.tensor, mask: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
     raw = tl.load(row_ptr + offs, mask=mask, other=0)
     return _widen_bits(raw, KIND).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _load_one(row_ptr: tl.tensor, idx: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
-    """One logit of a row, widened to fp32 (SPEC.md §2.1)."""
-    return _widen_bits(tl.load(row_ptr + idx), KIND).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -147,22 +138,44 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 # launch), so either every program of a row counts in or none does, and a skipped row's counter stays 0.
 
 
+# Launch 1 orders a tile's entries by their signed keys: the fp32 bits as an int32, negative ones with the magnitude
+# bits flipped (an involution). Signed order is then the order of the values, except that -0.0 (key -1) ranks just
+# below +0.0 (key 0), a positive NaN above +inf and a negative NaN below -inf.
+SKEY_POS_INF = tl.constexpr(0x7F800000)  # the key of +inf
+SKEY_NEG_INF = tl.constexpr(-0x7F800001)  # the key of -inf (0x807FFFFF as an int32)
+SKEY_NAN = tl.constexpr(0x7FFFFFFF)  # a tile that holds a NaN: above every number's key
+
+
 @triton.jit
-def _row_argmax(okey_ptr: tl.tensor, id_ptr: tl.tensor, mag_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor,
-                NTP: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
-    """Target row r's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK) and argmax g (the largest value, the lowest ID
-    among equal values: §4.1), from launch 1's per-tile largest okey, its lowest ID and the largest |bits|."""
+def _signed_key(bits: tl.tensor) -> tl.tensor:
+    """The signed key of fp32 bits (int32), and the fp32 bits (int32) of a signed key: the same map both ways."""
+    b = bits.to(tl.int32, bitcast=True)
+    return b ^ ((b >> 31) & 0x7FFFFFFF)
+
+
+@triton.jit
+def _row_argmax(peak_ptr: tl.tensor, row: tl.tensor, v: tl.tensor, r: tl.tensor, n_tiles: tl.tensor,
+                KIND: tl.constexpr, TILE: tl.constexpr, NTP: tl.constexpr
+                ) -> tuple[tl.tensor, tl.tensor, tl.tensor]:
+    """Target row r's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK), argmax g (the largest value, the lowest ID among
+    equal values, -0.0 and +0.0 equal: §4.1; a NaN row's first NaN) and the logit m at g (its bits as they are), from
+    launch 1's per-tile peaks: the row's largest peak M (-0.0's as +0.0's) gives the class, and the first tile whose
+    peak is M holds g, read again (from L2: this launch has just read it)."""
     ti = tl.arange(0, NTP)
-    live = ti < n_tiles
-    okeys = tl.load(okey_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg").to(tl.uint32, bitcast=True)
-    ids = tl.load(id_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
-    mag = tl.max(tl.load(mag_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg"))
-    best = tl.max(okeys)
-    g = tl.min(tl.where(live & (okeys == best), ids, 0x7FFFFFFF))
-    # NaN: some |bits| above +inf's. Otherwise the largest value tells the rest: +inf if it is +inf, zero mass if it
-    # is -inf (nothing finite), else OK. (A negative NaN ranks below -inf, a positive one above +inf: both are NaN.)
-    cls = tl.where(mag > 0x7F800000, 1, tl.where(best == OKEY_POS_INF, 2, tl.where(best <= OKEY_NEG_INF, 3, 0)))
-    return cls, g
+    peaks = tl.load(peak_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=SKEY_NEG_INF, cache_modifier=".cg")
+    peaks = tl.where(peaks == -1, 0, peaks)
+    best = tl.max(peaks)
+    cls = tl.where(best > SKEY_POS_INF, 1, tl.where(best == SKEY_POS_INF, 2, tl.where(best <= SKEY_NEG_INF, 3, 0)))
+    first = tl.min(tl.where(peaks == best, ti, NTP))  # a padding lane (-inf) never precedes a live one
+    lanes = tl.arange(0, TILE)
+    offs = first * TILE + lanes
+    bits = _load_padded(row + offs, offs < v, KIND)  # past the row's end -inf, after every real entry
+    key = _signed_key(bits)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    hit = tl.where(cls == 1, nan, bits.to(tl.float32, bitcast=True) == _signed_key(best).to(tl.float32, bitcast=True))
+    at = tl.min(tl.where(hit, lanes, TILE))
+    m = _signed_key(tl.max(tl.where(lanes == at, key, -0x80000000))).to(tl.float32, bitcast=True)
+    return cls, first * TILE + at, m
 
 
 @triton.jit
@@ -176,15 +189,15 @@ def _row_total(sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP: tl.co
 
 
 @triton.jit
-def _row_screen(okey_ptr: tl.tensor, sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, m: tl.tensor,
+def _row_screen(peak_ptr: tl.tensor, sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, m: tl.tensor,
                 temp: tl.tensor, NTP: tl.constexpr, NTP_LOG: tl.constexpr) -> tl.tensor:
     """S~ of target row r (``pp3.kernels.screen``): each tile's screen sum against its maximum m_t times the
     screening exponential of (m_t - m) / T, summed by the fp64 tree (0 for a tile of -inf: its sum is 0)."""
     ti = tl.arange(0, NTP)
     live = ti < n_tiles
-    okeys = tl.load(okey_ptr + r * n_tiles + ti, mask=live, other=0, cache_modifier=".cg").to(tl.uint32, bitcast=True)
+    peaks = tl.load(peak_ptr + r * n_tiles + ti, mask=live, other=SKEY_NEG_INF, cache_modifier=".cg")
     sums = tl.load(sums_ptr + r * n_tiles + ti, mask=live, other=0.0, cache_modifier=".cg")
-    factor = _expf_screen(_exponent(_value_bits(okeys).to(tl.float32, bitcast=True), m, temp))
+    factor = _expf_screen(_exponent(_signed_key(peaks).to(tl.float32, bitcast=True), m, temp))
     return _tree(tl.where(live, sums * factor.to(tl.float64), 0.0), NTP, NTP_LOG)
 
 
@@ -204,9 +217,7 @@ def _verify_tiles_kernel(
     v: tl.tensor,  # vocabulary size V
     n_tiles: tl.tensor,  # tiles per target row
     cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0 (_workspace; left all 0)
-    okey_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's largest okey (§4.1, uint32 bits)
-    id_ptr: tl.tensor,  # [R, n_tiles] int32 out: the lowest ID in the tile with that okey
-    mag_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's largest fp32 |bits| (NaN: > 0x7F800000)
+    peak_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's peak, its largest signed key (SKEY_NAN: a NaN)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's screen sum against its own maximum (sampled requests)
     cls_ptr: tl.tensor,  # [R] int32 out: each row's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK)
@@ -220,37 +231,38 @@ def _verify_tiles_kernel(
     NTP: tl.constexpr,  # power of two >= n_tiles (>= 2)
     NTP_LOG: tl.constexpr,  # log2(NTP)
 ) -> None:
-    # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, per tile, on 32-bit values (the ID only where the
-    # largest value ties), and for sampled requests the screen: the fp32 tree of the screening exponential of every
-    # entry against the tile's own maximum m_t. The row's last program reduces them: class, g, m, and
-    # S~ = sum over tiles of (tile sum) * screen((m_t - m) / T). Entries past the row's end read as -inf: they
-    # neither raise the maximum nor flag anything nor weigh in S (in S~ each weighs less than 2^-124, which
+    # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, and for sampled requests the screen. Per tile, its
+    # peak, the largest signed key of its entries (SKEY_NAN if one is a NaN: the least key is below -inf's), three
+    # integer operations per entry; and the screen: the fp32 tree of the screening exponential of every entry against
+    # the tile's own maximum m_t. The row's last program reduces them: class, g and m (``_row_argmax``, one tile read
+    # again), and S~ = sum over tiles of (tile sum) * screen((m_t - m) / T). Entries past the row's end read as -inf:
+    # they neither raise the maximum nor flag anything nor weigh in S (in S~ each weighs less than 2^-124, which
     # pp3.kernels.screen bounds), and a row whose maximum is -inf has failed (zero mass) whatever g is.
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_tiles
     t = (pid % n_tiles).to(tl.int32)
     row = x_ptr + (r // (D + 1)) * stride_b + (r % (D + 1)) * stride_j
     offs = t * TILE + tl.arange(0, TILE)
-    bits = _load_padded(row + offs, offs < v, KIND)
-    okey = _value_key(bits)
-    best = tl.max(okey)
-    tl.store(okey_ptr + pid, best.to(tl.int32, bitcast=True))
-    tl.store(id_ptr + pid, tl.min(tl.where(okey == best, offs, 0x7FFFFFFF)))
-    tl.store(mag_ptr + pid, tl.max((bits & 0x7FFFFFFF).to(tl.int32)))
+    if t * TILE + TILE <= v:  # a whole tile (all but a row's last, where V is no multiple of TILE): no mask
+        bits = _widen_bits(tl.load(row + offs), KIND)
+    else:
+        bits = _load_padded(row + offs, offs < v, KIND)
+    key = _signed_key(bits)
+    peak = tl.where(tl.min(key) < SKEY_NEG_INF, SKEY_NAN, tl.max(key))
+    tl.store(peak_ptr + pid, peak)
     temp = tl.load(temp_ptr + r // (D + 1))
     if temp > 0.0:
-        mt = _value_bits(best).to(tl.float32, bitcast=True)
+        mt = _signed_key(peak).to(tl.float32, bitcast=True)  # NaN for a tile that holds a NaN
         e = _expf_screen(_exponent(bits.to(tl.float32, bitcast=True), mt, temp))
         # A tile of -inf alone weighs nothing (its x - m_t would be NaN); a NaN or +inf tile fails its row.
-        tl.store(sums_ptr + pid, tl.where(best > OKEY_NEG_INF, _tree(e, TILE, TILE_LOG), 0.0).to(tl.float64))
+        tl.store(sums_ptr + pid, tl.where(mt > float("-inf"), _tree(e, TILE, TILE_LOG), 0.0).to(tl.float64))
     if _last_of_row(cnt_ptr, r, n_tiles):
-        cls, g = _row_argmax(okey_ptr, id_ptr, mag_ptr, r, n_tiles, NTP)
-        m = _load_one(row, g, KIND)  # read back at the argmax (keeps -0.0 as is)
+        cls, g, m = _row_argmax(peak_ptr, row, v, r, n_tiles, KIND, TILE, NTP)
         tl.store(cls_ptr + r, cls)
         tl.store(g_ptr + r, g)
         tl.store(m_ptr + r, m)
         if (cls == 0) & (temp > 0.0):
-            tl.store(approx_ptr + r, _row_screen(okey_ptr, sums_ptr, r, n_tiles, m, temp, NTP, NTP_LOG))
+            tl.store(approx_ptr + r, _row_screen(peak_ptr, sums_ptr, r, n_tiles, m, temp, NTP, NTP_LOG))
 
 
 @triton.jit

@@ -316,7 +316,7 @@ def verify(
     n_prog = triton.cdiv(n_tiles, COUNT_CHUNK)
     rows = b * d1
     counters = _workspace.counters(dev, rows)  # launches 1, 2, 4 and 6 leave them all 0 again
-    tile_okey, tile_id, tile_mag = (torch.empty((rows, n_tiles), dtype=torch.int32, device=dev) for _ in range(3))
+    peaks = torch.empty((rows, n_tiles), dtype=torch.int32, device=dev)
     cls = torch.empty(rows, dtype=torch.int32, device=dev)
     argmax = torch.empty(rows, dtype=torch.int32, device=dev)
     maxima = torch.empty(rows, dtype=torch.float32, device=dev)
@@ -344,7 +344,7 @@ def verify(
     grid = (rows * n_tiles,)
     trees = {"TILE": tile, "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp_log}
     _accept._verify_tiles_kernel[grid](
-        *row, counters, tile_okey, tile_id, tile_mag, keys.temperature, sums, cls, argmax, maxima, approx,
+        *row, counters, peaks, keys.temperature, sums, cls, argmax, maxima, approx,
         D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
     )
     chain = (
