@@ -54,7 +54,7 @@ class LaunchConfig:
 
     warps: tuple[int, int] = (8, 8)
     pdl: bool | None = None
-    segment_warps: tuple[int, int, int] = (4, 1, 8)
+    segment_warps: tuple[int, int, int] = (4, 1, 4)  # C at 4 warps: -7 % at B = 1 against 8 (records/2026-12-07)
     selector: str = "auto"
     segment: int | None = None  # the segment selector's entries per program (None: segment_size; a power of two)
     # How the greedy selector's tiles reduce: "keys" (each tile to its largest §4.1 key), "rescan" (each tile to its
