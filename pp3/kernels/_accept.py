@@ -17,6 +17,7 @@ from pp3.kernels._common import (
     _expf_screen,
     _last_of_row,
     _load_padded,
+    _lowest_at,
     _masked_by,
     _tree,
     _widen_bits,
@@ -166,15 +167,14 @@ def _row_argmax(peak_ptr: tl.tensor, row: tl.tensor, v: tl.tensor, r: tl.tensor,
     peaks = tl.where(peaks == -1, 0, peaks)
     best = tl.max(peaks)
     cls = tl.where(best > SKEY_POS_INF, 1, tl.where(best == SKEY_POS_INF, 2, tl.where(best <= SKEY_NEG_INF, 3, 0)))
-    first = tl.min(tl.where(peaks == best, ti, NTP))  # a padding lane (-inf) never precedes a live one
+    first = _lowest_at(peaks, best, NTP)  # a padding lane (-inf) never precedes a live one
     lanes = tl.arange(0, TILE)
     offs = first * TILE + lanes
     bits = _load_padded(row + offs, offs < v, KIND)  # past the row's end -inf, after every real entry
-    key = _signed_key(bits)
     nan = (bits & 0x7FFFFFFF) > 0x7F800000
     hit = tl.where(cls == 1, nan, bits.to(tl.float32, bitcast=True) == _signed_key(best).to(tl.float32, bitcast=True))
     at = tl.min(tl.where(hit, lanes, TILE))
-    m = _signed_key(tl.max(tl.where(lanes == at, key, -0x80000000))).to(tl.float32, bitcast=True)
+    m = tl.max(tl.where(lanes == at, bits, 0)).to(tl.float32, bitcast=True)  # the one lane at g: its bits as they are
     return cls, first * TILE + at, m
 
 

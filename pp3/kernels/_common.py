@@ -171,6 +171,12 @@ def _best_key(bits: tl.tensor, first_id: tl.tensor, N: tl.constexpr) -> tl.tenso
 
 
 @triton.jit
+def _lowest_at(values: tl.tensor, m: tl.tensor, N: tl.constexpr) -> tl.tensor:
+    """The lowest index i < N with values[i] == m, N if none: §4.2's tie rule (-0.0 and +0.0 equal for floats)."""
+    return tl.min(tl.where(values == m, tl.arange(0, N), N))
+
+
+@triton.jit
 def _last_of_row(cnt_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor) -> tl.tensor:
     """Count this program of row r in (after all its stores); true in the row's last program, which resets the
     counter and may then read every program's partials (with ``.cg`` loads: L2, never a stale L1 line)."""

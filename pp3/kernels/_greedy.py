@@ -33,6 +33,7 @@ from pp3.kernels._common import (
     _best_key,
     _key_id,
     _load_padded,
+    _lowest_at,
     _masked_by,
     _max_nan,
     _pdl_prologue,
@@ -52,12 +53,6 @@ def _peak(raw: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
     else:
         m = tl.reduce(raw.to(tl.float16, bitcast=True), 0, _max_nan).to(tl.float32)
     return m
-
-
-@triton.jit
-def _lowest_at(values: tl.tensor, m: tl.tensor, N: tl.constexpr) -> tl.tensor:
-    """The lowest index i < N with values[i] == m, N if none: §4.2's tie rule (-0.0 and +0.0 equal)."""
-    return tl.min(tl.where(values == m, tl.arange(0, N), N))
 
 
 @triton.jit
