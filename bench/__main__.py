@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results")
     ap.add_argument("--warps", nargs="*", default=[], help="the tile selector's launch-1,launch-2 warp pairs to sweep")
     ap.add_argument("--segments", nargs="*", default=[],
-                    help="segment-selector settings warpsA,warpsB,warpsC,L (L 0: automatic), e.g. 4,1,4,1024")
+                    help="segment-selector settings warpsA,warpsC,L (L 0: automatic), e.g. 4,4,1024")
     ap.add_argument("--greedy", nargs="*", default=[],
                     help="greedy-selector tile,warps,how (LaunchConfig.greedy) to sweep, e.g. 2048,4,keys")
     ap.add_argument("--warm-flashinfer", action="store_true",
@@ -352,8 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
     from pp3.kernels import LaunchConfig
 
-    segments = [LaunchConfig(selector="segments", segment_warps=(int(a), int(b), int(c)), segment=int(seg) or None)
-                for a, b, c, seg in (s.split(",") for s in args.segments)]
+    segments = [LaunchConfig(selector="segments", segment_warps=(int(a), int(c)), segment=int(seg) or None)
+                for a, c, seg in (s.split(",") for s in args.segments)]
     impls = implementations([None, *args.tiles], warps, segments, greedy_cfg)
     fi, fi_note = flashinfer_impl()
     if fi is not None:

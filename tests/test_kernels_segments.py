@@ -1,9 +1,10 @@
-"""The segment selector (``propose`` on one tensor: launches A, B and C of ``pp3/kernels/_select.py``) against the
+"""The segment selector (``propose`` on one tensor: launches A and C of ``pp3/kernels/_select.py``) against the
 reference, bit for bit, on the rows that test its bound and its fallback: Gaussian rows (survivors well under CAP/2),
-exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors, segments sharing buckets, ties at the bound, rows masked to a
-few finite entries (spread out or contiguous), sorted rows and all-equal rows (the fallback scan), every row class in
-one batch, and calls one after another (the buckets and counters left as they were found). Planted bugs (a bound one
-too tight, a pre-check of it one too high, a bitonic merge one exchange short, the fallback scan one entry short) fail
+exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors, 64 / 65 / 128 / 129 blocks at the bound (one gather step, two,
+the scan), the selection in steps, segments sharing buckets, ties at the bound, rows masked to a few finite entries
+(spread out or contiguous), sorted rows and all-equal rows (the fallback scan), every row class in one batch, and
+calls one after another (the buckets left as they were found). Planted bugs (a bound one too tight, a selection one
+block short, a gather one too tight, a bitonic merge one exchange short, the fallback scan one entry short) fail
 these tests.
 
 Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
@@ -76,6 +77,34 @@ def test_exact_survivor_counts(extras: int) -> None:
     _check(case.logits32(), what=f"{32 + extras} survivors")
 
 
+def _blocks_at_the_bound(extras: int) -> np.ndarray[Any, Any]:
+    """One row of 320 segments of 32 entries (5 per bucket): segment j < 64 holds the spike 10 + j, so tau = 42 (the
+    32nd largest bucket); ``extras`` other segments of the buckets j >= 32 hold one entry 42 each (no bucket maximum
+    changes). With segments of 32 every block is a segment: 32 + extras blocks reach tau, with one survivor each."""
+    x = np.full((1, 320 * 32), -1.0, np.float32)
+    x[0, np.arange(64) * 32 + 5] = 10.0 + np.arange(64)
+    at = [(j + 64 * k) * 32 + 17 for k in range(1, 5) for j in range(32, 64)]
+    x[0, at[:extras]] = 42.0
+    return x
+
+
+@pytest.mark.parametrize("extras", [32, 33, 96, 97])  # 64 / 65 / 128 / 129 blocks: one or two gathers, or the scan
+def test_blocks_at_the_bound(extras: int) -> None:
+    _check(_blocks_at_the_bound(extras), what=f"{32 + extras} blocks")
+
+
+def test_the_selection_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """C's selection over the block maxima in steps of 64 (SEGMENT_SELECT is 4096: one step up to V = 262144): the
+    Gaussian rows, the block edges and a ragged row end give the same bits."""
+    from pp3.kernels import launchers
+
+    monkeypatch.setattr(launchers, "SEGMENT_SELECT", 64)
+    _check(_gaussian(2, 5000, 3), what="steps, Gaussian")
+    for extras in (33, 97):
+        _check(_blocks_at_the_bound(extras), what=f"steps, {32 + extras} blocks")
+    _check(_gaussian(2, 4096, 8), launch=LaunchConfig(selector="segments", segment=256), what="steps, 64-entry blocks")
+
+
 def test_ties_at_the_bound_and_signed_zeros() -> None:
     x = _gaussian(2, 2048, 1) - 20.0
     x[0, ::32] = 0.0  # every segment's maximum is 0.0 (-0.0 in half of them): all tie at the bound
@@ -110,7 +139,7 @@ def test_every_row_class_in_one_batch_and_half_precision() -> None:
         _check(x.astype(dtype).astype(np.float32), temps, what="fp16 values")
 
 
-def test_calls_leave_the_buckets_and_counters_as_they_found_them() -> None:
+def test_calls_leave_the_buckets_as_they_found_them() -> None:
     """The same call three times, with other calls between (T0 only, another size): the same bits each time."""
     x = _gaussian(3, 2500, 9)
     for _ in range(3):
@@ -145,22 +174,43 @@ def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
         _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="too tight")
 
 
-_FLOOR = _select._row_bound_floor
+_SURVIVORS = _select._survivors
 
 
 @triton.jit
-def _floor_one_too_high(values: tl.tensor, NBP: tl.constexpr, K: tl.constexpr) -> tl.tensor:
-    """A planted bug: launch B's lower bound of tau one above it, so that a segment whose maximum is tau is skipped."""
-    return _FLOOR(values, NBP, K) + 1
+def _last_block_unread(row_ptr: tl.tensor, v: tl.tensor, block_ptr: tl.tensor, n_blk: tl.tensor, tau: tl.tensor,
+                       scratch_ptr: tl.tensor, KIND: tl.constexpr, BLK: tl.constexpr, BC: tl.constexpr,
+                       GATHER: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
+    """A planted bug: C's selection stops one block short of the row's end."""
+    return _SURVIVORS(row_ptr, v, block_ptr, n_blk - 1, tau, scratch_ptr, KIND, BLK, BC, GATHER, CAP)
 
 
-def test_a_pre_check_one_too_high_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same row (its 32nd entry the 32nd largest bucket: tau is a segment's maximum, and the buckets' least group
-    maximum): a pre-check one too high skips that segment and loses the entry."""
+def test_a_selection_one_block_short_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Gaussian row whose maximum is its last entry: a selection that never reads the last block loses it."""
     _interpreter_only()
-    monkeypatch.setattr(_select, "_row_bound_floor", _floor_one_too_high)
+    monkeypatch.setattr(_select, "_survivors", _last_block_unread)
+    x = _gaussian(1, 2048, 6)
+    x[0, -1] = 100.0
     with pytest.raises(AssertionError):
-        _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="pre-check too high")
+        _check(x, what="one block short")
+
+
+@triton.jit
+def _gather_one_too_tight(row_ptr: tl.tensor, v: tl.tensor, block_ptr: tl.tensor, n_blk: tl.tensor, tau: tl.tensor,
+                          scratch_ptr: tl.tensor, KIND: tl.constexpr, BLK: tl.constexpr, BC: tl.constexpr,
+                          GATHER: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
+    """A planted bug: C selects and gathers against a bound one above tau, so entries at tau are dropped."""
+    return _SURVIVORS(row_ptr, v, block_ptr, n_blk, tau + 1, scratch_ptr, KIND, BLK, BC, GATHER, CAP)
+
+
+def test_a_gather_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row whose 32nd entry is the 32nd largest bucket, and the blocks whose maximum is tau: a gather one too tight
+    loses them."""
+    _interpreter_only()
+    monkeypatch.setattr(_select, "_survivors", _gather_one_too_tight)
+    for x in (threshold_case("fp32", 64, 0, tile=32).logits32(), _blocks_at_the_bound(40)):
+        with pytest.raises(AssertionError):
+            _check(x, what="gather too tight")
 
 
 @triton.jit

@@ -562,21 +562,21 @@ def _check_candidates_kernel(
 
 # ------------------------------------------------------------------------------------------ the segment selector
 #
-# ``propose`` on one [B, V] tensor: three launches per position; in A and B each program is one segment of L entries
-# of a row, in C one program is one row.
+# ``propose`` on one [B, V] tensor: two launches per position; in A each program is one segment of L entries of a
+# row, in C one program is one row.
 #   A. Every segment's largest key (§4.1, every NaN above +inf: ``_best_key``) goes by an atomic max into one of the
-#      row's NB buckets (segment s into bucket s mod NB). The largest bucket is then the row's largest key, which
-#      gives g and the §3 status; and the K-th largest bucket value (with multiplicity) is a lower bound tau of the
-#      value of the row's K-th entry: the buckets hold K distinct entries with values >= tau.
-#   B. Every segment of a sampled OK row again (an L2 read at the batch sizes where that matters; one warp per
-#      segment): tau by a bitonic top-K of the buckets' values, then its finite entries with a value >= tau are
-#      appended to the row's survivors (an atomic slot counter). At V = 163840 and L = 1024 about 44 entries of a
-#      Gaussian row survive, the most seen 59.
-#   C. Per row: the survivors' first K by a bitonic top-K of CAP/2 when they fit, else of CAP (when more survive, on
-#      tied, masked or sorted rows, the row is scanned instead: ``_scan_top_k``), then §4-§8 on the first K
-#      (``_row_outputs``, its slots by a bitonic sort); T0 and failed rows from g alone. C leaves the buckets and the
-#      survivor counter as A and B need them (empty, 0).
-# Exact by construction: every entry of the first K passes the filter, and the order is by the full key.
+#      row's NB buckets (segment s into bucket s mod NB), and the maximum of each block of BLK entries of the segment
+#      is stored. The largest bucket is then the row's largest key, which gives g and the §3 status; and the K-th
+#      largest bucket value (with multiplicity) is a lower bound tau of the value of the row's K-th entry: the buckets
+#      hold K distinct entries with values >= tau.
+#   C. Per row: tau by a bitonic top-K of the buckets' values; the blocks whose maximum reaches tau (at V = 163840
+#      about 44 of 2560 on a Gaussian row, the most seen 63 in 3000) are gathered, GATHER at a time, and their entries
+#      with a value >= tau are the survivors; their first K by a bitonic top-K of CAP/2 when they fit, else of CAP
+#      (when more survive, on tied, masked or sorted rows, the row is scanned instead: ``_scan_top_k``), then
+#      §4-§8 on the first K (``_row_outputs``, its slots by a bitonic sort); T0 and failed rows from g alone. C leaves
+#      the buckets empty, as A needs them.
+# Exact by construction: every entry of the first K has a value >= tau, so its block's maximum does too; the order is
+# by the full key. The blocks' maxima are read only for OK rows, which hold no NaN and no +inf.
 
 SIGN64 = tl.constexpr(-9223372036854775808)  # 2^63 as an int64: flips uint64 order into int64 order (atomic max)
 OKEY_MIN_FINITE = tl.constexpr(0x00800000)  # okey(-FLT_MAX): the lowest finite value
@@ -607,72 +607,79 @@ def _row_bound(values: tl.tensor, K: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
-def _row_bound_floor(values: tl.tensor, NBP: tl.constexpr, K: tl.constexpr) -> tl.tensor:
-    """A lower bound of ``_row_bound`` for the price of one reduction: the buckets in K groups, each group's largest
-    value (K distinct entries), their least (at most the K-th largest value)."""
-    return tl.min(tl.max(tl.reshape(values, [NBP // K, K]), axis=0))
-
-
-@triton.jit
 def _segment_max_kernel(
     x_ptr: tl.tensor,  # [B, V] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
     stride_row: tl.tensor,  # elements between rows of x
     v: tl.tensor,  # entries per row
     bucket_ptr: tl.tensor,  # [B, NB] int64: the row's buckets (uint64 keys with the sign bit flipped), all empty
+    block_ptr: tl.tensor,  # [B, n_seg * L / BLK] fp32 out: every block's maximum (-inf past the row's end)
     KIND: tl.constexpr,  # _common.KIND_F32 / KIND_F16 / KIND_BF16
     L: tl.constexpr,  # entries per segment, a power of two
     NB: tl.constexpr,  # buckets per row
+    BLK: tl.constexpr,  # entries per block, a power of two <= L
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
 ) -> None:
-    # Launch A: one program per (row, segment): the segment's largest key into bucket s mod NB.
+    # Launch A: one program per (row, segment): the segment's largest key into bucket s mod NB, its blocks' maxima.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
+    n_seg = tl.num_programs(1)
     offs = s.to(tl.int64) * L + tl.arange(0, L)
-    best = _best_key(_load_padded(x_ptr + b * stride_row + offs, offs < v, KIND), s.to(tl.int64) * L, L)
+    bits = _load_padded(x_ptr + b * stride_row + offs, offs < v, KIND)
+    best = _best_key(bits, s.to(tl.int64) * L, L)
     tl.atomic_max(bucket_ptr + b * NB + s % NB, best.to(tl.int64, bitcast=True) ^ SIGN64, sem="relaxed")
+    # The blocks' maxima as floats: C compares them with tau's value, and reads them only for rows without a NaN.
+    block_max = tl.max(tl.reshape(bits.to(tl.float32, bitcast=True), [L // BLK, BLK]), axis=1)
+    j = tl.arange(0, L // BLK)
+    tl.store(block_ptr + (b * n_seg + s) * (L // BLK) + j, block_max)
 
 
 @triton.jit
-def _segment_filter_kernel(
-    x_ptr: tl.tensor,  # [B, V] raw logit bits
-    stride_row: tl.tensor,
-    v: tl.tensor,
-    n_seg: tl.tensor,  # segments per row
-    bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets
-    surv_ptr: tl.tensor,  # [B, CAP] int64 out: the survivors' keys (uint64 bits), the first CAP appended
-    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (all 0 before the launch)
-    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+def _survivors(
+    row_ptr: tl.tensor,  # the row's raw logit bits
+    v: tl.tensor,  # entries in the row
+    block_ptr: tl.tensor,  # the row's n_blk block maxima (fp32)
+    n_blk: tl.tensor,  # blocks in the row
+    tau: tl.tensor,  # uint32 value bound, >= OKEY_MIN_FINITE
+    scratch_ptr: tl.tensor,  # this row's 2 CAP int64 slots: the selected blocks, then the survivors
     KIND: tl.constexpr,
-    L: tl.constexpr,  # entries per segment
-    NB: tl.constexpr,  # buckets per row
-    NBP: tl.constexpr,  # power of two >= NB
-    CAP: tl.constexpr,  # survivor slots per row
-    K: tl.constexpr,  # 32
-    PDL: tl.constexpr,
-) -> None:
-    # Launch B: one program per (row, segment) of sampled OK rows: append the segment's survivors. The segment is
-    # loaded first, its latency hiding the bound's; survivors are found on 32-bit values, keys made for them alone.
-    _pdl_prologue(PDL)
-    b = tl.program_id(0).to(tl.int64)
-    s = tl.program_id(1)
-    offs = s.to(tl.int64) * L + tl.arange(0, L)
-    in_row = offs < v
-    raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
-    _top_key, _status, sampled, values = _row_class(bucket_ptr, b, n_seg, tl.load(temp_ptr + b), NB, NBP)
-    if sampled:
-        bits = _widen_bits(raw, KIND)
-        okey = tl.where(in_row, _value_key(bits), 0)
-        # A segment whose maximum is below a lower bound of tau has no survivor (about half of the segments of a
-        # Gaussian row) and skips tau's network.
-        low = _row_bound_floor(values, NBP, K)
-        if tl.max(okey) >= low:
-            passed = okey >= _row_bound(values, K)
-            n = tl.sum(passed.to(tl.int32))
-            if n != 0:
-                key = _order_key(bits, offs)
-                at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
-                tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
+    BLK: tl.constexpr,  # entries per block
+    BC: tl.constexpr,  # block maxima per step of the selection, a power of two
+    GATHER: tl.constexpr,  # blocks per gather step, a power of two
+    CAP: tl.constexpr,  # survivor slots
+) -> tl.tensor:
+    """The number of the row's finite entries with a value >= tau (the survivors), their keys written to
+    ``scratch_ptr[CAP ..]`` (the first CAP of them); 2^30 when more than CAP blocks hold one (then more than CAP
+    entries survive, and the caller scans the row)."""
+    tau_f = _value_bits(tau).to(tl.float32, bitcast=True)  # okey(x) >= tau iff x >= tau_f (x finite or -inf)
+    # 1. The blocks whose maximum reaches tau: their indices compacted into scratch_ptr[0 .. CAP - 1].
+    n_sel = tl.zeros((), tl.int32)
+    for c0 in range(0, n_blk, BC):
+        bi = c0 + tl.arange(0, BC)
+        sel = tl.load(block_ptr + bi, mask=bi < n_blk, other=float("-inf")) >= tau_f
+        at = n_sel + tl.cumsum(sel.to(tl.int32), axis=0) - 1
+        tl.store(scratch_ptr + at, bi.to(tl.int64), mask=sel & (at < CAP))
+        n_sel += tl.sum(sel.to(tl.int32))
+    count = tl.zeros((), tl.int32)
+    if n_sel > CAP:
+        count = tl.full((), 1 << 30, tl.int32)
+    else:
+        tl.debug_barrier()  # the indices stored above are visible to the whole program after this barrier
+        # 2. Their entries with a value >= tau, appended to scratch_ptr[CAP ..], GATHER blocks at a time.
+        for g0 in range(0, n_sel, GATHER):
+            gi = g0 + tl.arange(0, GATHER)
+            blk = tl.load(scratch_ptr + gi, mask=gi < n_sel, other=0, cache_modifier=".cg").to(tl.int32)
+            offs = blk[:, None] * BLK + tl.arange(0, BLK)[None, :]
+            live = (gi < n_sel)[:, None] & (offs < v)
+            bits = _widen_bits(tl.load(row_ptr + offs, mask=live, other=0), KIND)
+            passed = live & (_value_key(bits) >= tau)
+            p32 = passed.to(tl.int32)
+            per_block = tl.sum(p32, axis=1)
+            pos = count + (tl.cumsum(per_block, axis=0) - per_block)[:, None] + tl.cumsum(p32, axis=1) - 1
+            key = _order_key(bits, offs)
+            tl.store(scratch_ptr + CAP + pos, key.to(tl.int64, bitcast=True), mask=passed & (pos < CAP))
+            count += tl.sum(per_block)
+    return count
 
 
 @triton.jit
@@ -712,8 +719,8 @@ def _segment_merge_kernel(
     v: tl.tensor,
     n_seg: tl.tensor,  # segments per row
     bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets (left empty)
-    surv_ptr: tl.tensor,  # [B, CAP] int64: launch B's survivors
-    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (left 0)
+    block_ptr: tl.tensor,  # [B, n_blk] fp32: launch A's block maxima
+    n_blk: tl.tensor,  # blocks per row
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
     round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
@@ -725,42 +732,47 @@ def _segment_merge_kernel(
     token_ptr: tl.tensor,  # [B] int32 out
     ids_ptr: tl.tensor,  # [B, K] int32 out
     tickets_ptr: tl.tensor,  # [B, K] int32 out
-    scratch_ptr: tl.tensor,  # [B, CAPS] int64 scratch for the fallback scan
+    scratch_ptr: tl.tensor,  # [B, 2 CAP + CAPS] int64: the selected blocks, the survivors, the scan's slots
     KIND: tl.constexpr,
     NB: tl.constexpr,
     NBP: tl.constexpr,
-    CAP: tl.constexpr,
+    BLK: tl.constexpr,  # entries per block
+    BC: tl.constexpr,  # block maxima per step of the selection
+    GATHER: tl.constexpr,  # blocks per gather step
+    CAP: tl.constexpr,  # survivor (and selected block) slots
     C: tl.constexpr,  # entries per chunk of the fallback scan
     CAPS: tl.constexpr,  # compaction slots of the fallback scan
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,
 ) -> None:
-    # Launch C: one program per row: its first K entries, then §4-§8; the buckets and the counter emptied.
+    # Launch C: one program per row: its first K entries, then §4-§8; the buckets emptied.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     slot = tl.arange(0, K)
     temp = tl.load(temp_ptr + b)
-    count = tl.load(nsurv_ptr + b)
-    c_half = tl.arange(0, CAP // 2)
-    first = tl.load(surv_ptr + b * CAP + c_half)  # the usual survivors, loaded with the count (masked below)
     u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
     kc = _exp_scalars(c_ptr)
     tables = _exp_tables(c_ptr)  # off the chain too: the exponential gathers from registers
     top_key, status, sampled, values = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP)
     top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
     if sampled:
-        if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2
-            few = tl.where(c_half < count, first, 0).to(tl.uint64, bitcast=True)
-            top = _bitonic(few, K, True, False)  # the first K as a set: _row_outputs orders them
-        elif count <= CAP:
-            c = tl.arange(0, CAP)
-            few = tl.load(surv_ptr + b * CAP + c, mask=c < count, other=0).to(tl.uint64, bitcast=True)
-            top = _bitonic(few, K, True, False)  # the first K as a set: _row_outputs orders them
+        bound = _row_bound(values, K)
+        row_ptr = x_ptr + b * stride_row
+        scratch = scratch_ptr + b * (2 * CAP + CAPS)
+        count = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, bound, scratch, KIND, BLK, BC, GATHER, CAP)
+        if count <= CAP:
+            tl.debug_barrier()  # the survivors stored by _survivors are visible to the whole program after this
+            if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2
+                half = tl.arange(0, CAP // 2)
+                few = tl.load(scratch + CAP + half, mask=half < count, other=0, cache_modifier=".cg")
+                top = _bitonic(few.to(tl.uint64, bitcast=True), K, True, False)  # a set: _row_outputs orders it
+            else:
+                full = tl.arange(0, CAP)
+                most = tl.load(scratch + CAP + full, mask=full < count, other=0, cache_modifier=".cg")
+                top = _bitonic(most.to(tl.uint64, bitcast=True), K, True, False)
         else:
-            top = _scan_top_k(x_ptr + b * stride_row, v, _row_bound(values, K), scratch_ptr + b * CAPS,
-                              KIND, C, K, CAPS)
+            top = _scan_top_k(row_ptr, v, bound, scratch + 2 * CAP, KIND, C, K, CAPS)
     bi = tl.arange(0, NBP)
     tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=bi < tl.minimum(n_seg, NB))
-    tl.store(nsurv_ptr + b, 0)
     _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, kc, tables, c_ptr, u, status_ptr,
                  token_ptr, ids_ptr, tickets_ptr, K, True)

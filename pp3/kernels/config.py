@@ -28,9 +28,14 @@ MAX_TILES = 512  # tiles per row that launch 2 merges in one program (512 * 32 k
 FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
 # Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (_finalize_kernel).
 SECOND_CANDIDATE_TILES = 45
-# The segment selector (``propose`` on one tensor, _select.py): buckets of segment maxima per row, survivor slots per
-# row, and the chunk and compaction slots of its fallback scan.
+# The segment selector (``propose`` on one tensor, _select.py): buckets of segment maxima per row, entries per block
+# whose maximum launch A stores, block maxima per step of C's selection, blocks per step of its gather per warp of C
+# (16 entries per thread: C at 4 warps spills with 32), survivor slots per row (more survivors: the fallback scan),
+# and the chunk and compaction slots of the scan.
 SEGMENT_BUCKETS = 64
+SEGMENT_BLOCK = 64
+SEGMENT_SELECT = 4096
+SEGMENT_GATHER = 8
 SEGMENT_CAP = 128
 SEGMENT_PROGRAMS = 1280  # segment_size: programs per launch below which small batches get shorter segments
 SCAN_CHUNK = 1024
@@ -44,7 +49,7 @@ class LaunchConfig:
     """How the selector's two launches run (never what they compute).
 
     ``warps``: warps per program of the tile selector's launch 1 and launch 2 (tuned on the H200, bench/NOTES.md; the
-    greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A, B
+    greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A
     and C. ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments", "tiles" (the two launches of
     ``tile_candidates`` and ``finalize``, which every sharded call runs), or "auto" (the default: the segment selector,
     measured faster at every batch size since its selections became bitonic networks: bench/NOTES.md). ``pdl``:
@@ -54,7 +59,7 @@ class LaunchConfig:
 
     warps: tuple[int, int] = (8, 8)
     pdl: bool | None = None
-    segment_warps: tuple[int, int, int] = (4, 1, 4)  # C at 4 warps: -7 % at B = 1 against 8 (records/2026-12-07)
+    segment_warps: tuple[int, int] = (4, 4)  # C at 4 warps: -7 % at B = 1 against 8 (records/2026-12-07)
     selector: str = "auto"
     segment: int | None = None  # the segment selector's entries per program (None: segment_size; a power of two)
     # How the greedy selector's tiles reduce: "keys" (each tile to its largest §4.1 key), "rescan" (each tile to its
@@ -63,7 +68,7 @@ class LaunchConfig:
     greedy: str = "auto"
 
     def __post_init__(self) -> None:
-        for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 3)):
+        for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 2)):
             if len(w) != n or any(isinstance(c, bool) or c not in (1, 2, 4, 8, 16, 32) for c in w):
                 raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
         if self.pdl not in (None, True, False):

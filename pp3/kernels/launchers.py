@@ -34,8 +34,11 @@ from pp3.kernels.config import (
     FINALIZE_CAP,
     SCAN_CAP,
     SCAN_CHUNK,
+    SEGMENT_BLOCK,
     SEGMENT_BUCKETS,
     SEGMENT_CAP,
+    SEGMENT_GATHER,
+    SEGMENT_SELECT,
     VERIFY_WARPS,
     LaunchConfig,
     segment_size,
@@ -187,36 +190,34 @@ def propose(
 
 
 def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal) -> Proposal:
-    """The segment selector (``_select.py``: launches A and B, one program per segment of a row, and C, one per row)
-    on ``x`` [B, V], into ``out``. Its buckets and survivor counters (``_workspace``) are left as found."""
+    """The segment selector (``_select.py``: launch A, one program per segment of a row, and C, one per row) on
+    ``x`` [B, V], into ``out``. Its buckets (``_workspace``) are left as found."""
     b, v = x.shape
     dev = x.device
     seg = launch.segment or segment_size(v, b)
     n_seg = triton.cdiv(v, seg)
+    blk = min(SEGMENT_BLOCK, seg)
+    n_blk = n_seg * (seg // blk)
     nb, nbp = SEGMENT_BUCKETS, triton.next_power_of_2(SEGMENT_BUCKETS)
     buckets = _workspace.buckets(dev, b, nb)
-    nsurv = _workspace.survivor_counts(dev, b)
-    surv = _workspace.survivor_slots(dev, b, SEGMENT_CAP)
-    scratch = torch.empty((b, SCAN_CAP), dtype=torch.int64, device=dev)
+    blocks = torch.empty((b, n_blk), dtype=torch.float32, device=dev)
+    scratch = torch.empty((b, 2 * SEGMENT_CAP + SCAN_CAP), dtype=torch.int64, device=dev)
     pdl = use_pdl(dev, launch)
     raw, kind = x.view(RAW[x.dtype]), KIND[x.dtype]
-    wa, wb, wc = launch.segment_warps
+    wa, wc = launch.segment_warps
     _select._segment_max_kernel[(b, n_seg)](
-        raw, x.stride(0), v, buckets,
-        KIND=kind, L=seg, NB=nb, PDL=pdl, num_warps=wa, **_options(pdl),
-    )
-    _select._segment_filter_kernel[(b, n_seg)](
-        raw, x.stride(0), v, n_seg, buckets, surv, nsurv, keys.temperature,
-        KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, num_warps=wb, **_options(pdl),
+        raw, x.stride(0), v, buckets, blocks,
+        KIND=kind, L=seg, NB=nb, BLK=blk, PDL=pdl, num_warps=wa, **_options(pdl),
     )
     _select._segment_merge_kernel[(b,)](
         # inputs
-        raw, x.stride(0), v, n_seg, buckets, surv, nsurv,
+        raw, x.stride(0), v, n_seg, buckets, blocks, n_blk,
         keys.temperature, keys.seed, keys.round, keys.position, tau, exp_constants(dev), DOMAIN_PROPOSAL,
         # outputs
         out.status, out.token, out.ids, out.tickets, scratch,
         # compile-time
-        KIND=kind, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
+        KIND=kind, NB=nb, NBP=nbp, BLK=blk, BC=min(SEGMENT_SELECT, triton.next_power_of_2(n_blk)),
+        GATHER=SEGMENT_GATHER * wc, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
         **_options(pdl),
     )
     return out
