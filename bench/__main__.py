@@ -192,8 +192,9 @@ def implementations(
     for w1, w2 in warps:
         out[f"pp3 tiles warps={w1},{w2}"] = pp3_warps(w1, w2)
     for cfg in segments:
-        ws = ",".join(str(n) for n in cfg.segment_warps)
-        out[f"pp3 segments warps={ws} L={cfg.segment}"] = pp3_launch(cfg)
+        ws = ",".join(str(n) for n in cfg.segment_warps or ())
+        g = "" if cfg.segment_gather is None else f" gather={int(cfg.segment_gather)}"
+        out[f"pp3 segments warps={ws} L={cfg.segment}{g}"] = pp3_launch(cfg)
     out["pp3 greedy kernel"] = pp3_greedy_kernel(None, 8)
     out["pp3 greedy kernel, keys"] = pp3_greedy_kernel(None, 8, "keys")
     out["pp3 greedy kernel, rescan"] = pp3_greedy_kernel(None, 8, "rescan")
@@ -327,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results")
     ap.add_argument("--warps", nargs="*", default=[], help="the tile selector's launch-1,launch-2 warp pairs to sweep")
     ap.add_argument("--segments", nargs="*", default=[],
-                    help="segment-selector settings warpsA,warpsC,L (L 0: automatic), e.g. 4,4,1024")
+                    help="segment-selector settings warpsA,warpsB,warpsC,L[,G] (L 0: automatic; G 1: C gathers, "
+                    "0: launch B, absent: automatic), e.g. 4,1,8,1024,1")
     ap.add_argument("--greedy", nargs="*", default=[],
                     help="greedy-selector tile,warps,how (LaunchConfig.greedy) to sweep, e.g. 2048,4,keys")
     ap.add_argument("--warm-flashinfer", action="store_true",
@@ -352,8 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"empty-kernel graph floor: {json.dumps(floor)}", flush=True)
     from pp3.kernels import LaunchConfig
 
-    segments = [LaunchConfig(selector="segments", segment_warps=(int(a), int(c)), segment=int(seg) or None)
-                for a, c, seg in (s.split(",") for s in args.segments)]
+    segments = [
+        LaunchConfig(selector="segments", segment_warps=(int(f[0]), int(f[1]), int(f[2])), segment=int(f[3]) or None,
+                     segment_gather=bool(int(f[4])) if len(f) > 4 else None)
+        for f in (s.split(",") for s in args.segments)
+    ]
     impls = implementations([None, *args.tiles], warps, segments, greedy_cfg)
     fi, fi_note = flashinfer_impl()
     if fi is not None:

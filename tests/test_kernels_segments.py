@@ -1,10 +1,11 @@
-"""The segment selector (``propose`` on one tensor: launches A and C of ``pp3/kernels/_select.py``) against the
-reference, bit for bit, on the rows that test its bound and its fallback: Gaussian rows (survivors well under CAP/2),
-exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors, 64 / 65 / 128 / 129 blocks at the bound (one gather step, two,
-the scan), the selection in steps, segments sharing buckets, ties at the bound, rows masked to a few finite entries
-(spread out or contiguous), sorted rows and all-equal rows (the fallback scan), every row class in one batch, and
-calls one after another (the buckets left as they were found). Planted bugs (a bound one too tight, a selection one
-block short, a gather one too tight, a bitonic merge one exchange short, the fallback scan one entry short) fail
+"""The segment selector (``propose`` on one tensor: launches A, B and C of ``pp3/kernels/_select.py``, or A and C
+alone when C gathers; every check runs both ways) against the reference, bit for bit, on the rows that test its bound
+and its fallback: Gaussian rows (survivors well under CAP/2), exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors,
+64 / 65 / 128 / 129 blocks at the bound (gather steps, the scan), the selection in steps, segments sharing buckets,
+ties at the bound, rows masked to a few finite entries (spread out or contiguous), sorted rows and all-equal rows
+(the fallback scan), every row class in one batch, and calls one after another (the buckets and counters left as
+they were found). Planted bugs (a bound one too tight, launch B's pre-check of it one too high, C's selection one
+block short, its gather one too tight, a bitonic merge one exchange short, the fallback scan one entry short) fail
 these tests.
 
 Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
@@ -12,6 +13,7 @@ Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -32,22 +34,43 @@ pytestmark = pytest.mark.interpreter
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FIELDS = ("status", "token", "ids", "tickets")
 SEG = LaunchConfig(selector="segments", segment=32)  # 32-entry segments: many segments at interpreter sizes
+GATHER = dataclasses.replace(SEG, segment_gather=True)
+FILTER = dataclasses.replace(SEG, segment_gather=False)
 
 
 def _check(x: np.ndarray[Any, Any], temp: Any = 1.0, launch: LaunchConfig = SEG, what: str = "") -> None:
+    """The call against the reference, through launch B and through C's gather (unless ``launch`` picks one)."""
     b = x.shape[0]
     t = np.broadcast_to(np.asarray(temp, np.float32), (b,)).copy()
     pos = np.arange(b, dtype=np.uint64) + np.uint64(11)
     with np.errstate(over="ignore", invalid="ignore"):
         want = ref.propose(x, t, 7, 3, pos)
-    got = propose(torch.from_numpy(x).to(DEVICE), torch.from_numpy(t).to(DEVICE), 7, 3,
-                  torch.from_numpy(pos.view(np.int64)).to(DEVICE), launch=launch)
-    for f in FIELDS:
-        assert_equal(getattr(got, f).cpu().numpy(), getattr(want, f), f"{what} {f}")
+    modes = (False, True) if launch.segment_gather is None else (launch.segment_gather,)
+    for gather in modes:
+        got = propose(torch.from_numpy(x).to(DEVICE), torch.from_numpy(t).to(DEVICE), 7, 3,
+                      torch.from_numpy(pos.view(np.int64)).to(DEVICE),
+                      launch=dataclasses.replace(launch, segment_gather=gather))
+        for f in FIELDS:
+            assert_equal(getattr(got, f).cpu().numpy(), getattr(want, f), f"{what} gather={gather} {f}")
 
 
 def _gaussian(b: int, v: int, seed: int) -> np.ndarray[Any, Any]:
     return (np.random.default_rng(seed).standard_normal((b, v)) * 3).astype(np.float32)
+
+
+def test_c_gathers_from_16_rows_at_8_warps() -> None:
+    """config.segment_gathers and segment_warps: by default C gathers from 16 rows on, at 8 warps (4 with launch B);
+    a launch configuration's own choice wins."""
+    from pp3.kernels.config import segment_gathers, segment_warps
+
+    assert [segment_gathers(b) for b in (1, 4, 8, 15, 16, 64)] == [False] * 4 + [True] * 2
+    assert segment_warps(False) == (4, 1, 4) and segment_warps(True) == (4, 1, 8)
+    assert segment_gathers(1, GATHER) and not segment_gathers(64, FILTER)
+    assert segment_warps(True, LaunchConfig(segment_warps=(2, 2, 2))) == (2, 2, 2)
+    with pytest.raises(ValueError, match="segment_gather"):
+        LaunchConfig(segment_gather=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="segment_warps"):
+        LaunchConfig(segment_warps=(4, 8))  # type: ignore[arg-type]
 
 
 def test_segment_size_fills_every_bucket_and_shortens_small_batches() -> None:
@@ -99,10 +122,10 @@ def test_the_selection_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     from pp3.kernels import launchers
 
     monkeypatch.setattr(launchers, "SEGMENT_SELECT", 64)
-    _check(_gaussian(2, 5000, 3), what="steps, Gaussian")
+    _check(_gaussian(2, 5000, 3), launch=GATHER, what="steps, Gaussian")
     for extras in (33, 97):
-        _check(_blocks_at_the_bound(extras), what=f"steps, {32 + extras} blocks")
-    _check(_gaussian(2, 4096, 8), launch=LaunchConfig(selector="segments", segment=256), what="steps, 64-entry blocks")
+        _check(_blocks_at_the_bound(extras), launch=GATHER, what=f"steps, {32 + extras} blocks")
+    _check(_gaussian(2, 4096, 8), launch=dataclasses.replace(GATHER, segment=256), what="steps, 64-entry blocks")
 
 
 def test_ties_at_the_bound_and_signed_zeros() -> None:
@@ -139,7 +162,7 @@ def test_every_row_class_in_one_batch_and_half_precision() -> None:
         _check(x.astype(dtype).astype(np.float32), temps, what="fp16 values")
 
 
-def test_calls_leave_the_buckets_as_they_found_them() -> None:
+def test_calls_leave_the_buckets_and_counters_as_they_found_them() -> None:
     """The same call three times, with other calls between (T0 only, another size): the same bits each time."""
     x = _gaussian(3, 2500, 9)
     for _ in range(3):
@@ -174,6 +197,24 @@ def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
         _check(threshold_case("fp32", 64, 0, tile=32).logits32(), what="too tight")
 
 
+_FLOOR = _select._row_bound_floor
+
+
+@triton.jit
+def _floor_one_too_high(values: tl.tensor, NBP: tl.constexpr, K: tl.constexpr) -> tl.tensor:
+    """A planted bug: launch B's lower bound of tau one above it, so that a segment whose maximum is tau is skipped."""
+    return _FLOOR(values, NBP, K) + 1
+
+
+def test_a_pre_check_one_too_high_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same row (its 32nd entry the 32nd largest bucket: tau is a segment's maximum, and the buckets' least group
+    maximum): a pre-check one too high skips that segment and loses the entry."""
+    _interpreter_only()
+    monkeypatch.setattr(_select, "_row_bound_floor", _floor_one_too_high)
+    with pytest.raises(AssertionError):
+        _check(threshold_case("fp32", 64, 0, tile=32).logits32(), launch=FILTER, what="pre-check too high")
+
+
 _SURVIVORS = _select._survivors
 
 
@@ -192,7 +233,7 @@ def test_a_selection_one_block_short_is_caught(monkeypatch: pytest.MonkeyPatch) 
     x = _gaussian(1, 2048, 6)
     x[0, -1] = 100.0
     with pytest.raises(AssertionError):
-        _check(x, what="one block short")
+        _check(x, launch=GATHER, what="one block short")
 
 
 @triton.jit
@@ -210,7 +251,7 @@ def test_a_gather_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(_select, "_survivors", _gather_one_too_tight)
     for x in (threshold_case("fp32", 64, 0, tile=32).logits32(), _blocks_at_the_bound(40)):
         with pytest.raises(AssertionError):
-            _check(x, what="gather too tight")
+            _check(x, launch=GATHER, what="gather too tight")
 
 
 @triton.jit

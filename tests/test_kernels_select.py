@@ -179,21 +179,24 @@ class _Spy:
 def test_exact_options_are_passed_on_every_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every launch of propose, with either selector (and a custom launch configuration), is given the EXACT
     options."""
-    names = ("_tile_candidates_kernel", "_finalize_kernel", "_segment_max_kernel", "_segment_merge_kernel")
+    names = ("_tile_candidates_kernel", "_finalize_kernel", "_segment_max_kernel", "_segment_filter_kernel",
+             "_segment_merge_kernel")
     spies = {name: _Spy() for name in names}
     for name, spy in spies.items():
         monkeypatch.setattr(_select, name, spy)
     for selector in ("tiles", "segments"):  # each forced: "auto" picks by the batch size
         propose(torch.zeros(2, 5000, device=DEVICE), 1.0, 1, 2, 3, launch=config.LaunchConfig(selector=selector))
         propose(torch.zeros(2, 300, device=DEVICE), 1.0, 1, 2, 3,
-                launch=config.LaunchConfig(warps=(4, 2), segment_warps=(2, 1), pdl=False, selector=selector))
+                launch=config.LaunchConfig(warps=(4, 2), segment_warps=(2, 2, 1), pdl=False, selector=selector))
+        propose(torch.zeros(2, 5000, device=DEVICE), 1.0, 1, 2, 3,
+                launch=config.LaunchConfig(selector=selector, segment_gather=True))  # C gathers: no launch B
     assert config.EXACT == {"enable_fp_fusion": False, "enable_reflect_ftz": False}
     for name, spy in spies.items():
-        assert len(spy.options) == 2, name
+        assert len(spy.options) == (2 if name == "_segment_filter_kernel" else 3), name
         for opts in spy.options:
             assert {k: opts[k] for k in config.EXACT} == config.EXACT, (name, opts)
-    assert [o["num_warps"] for o in spies["_finalize_kernel"].options] == [8, 2]
-    assert [o["num_warps"] for o in spies["_segment_merge_kernel"].options] == [4, 1]
+    assert [o["num_warps"] for o in spies["_finalize_kernel"].options] == [8, 2, 8]
+    assert [o["num_warps"] for o in spies["_segment_merge_kernel"].options] == [4, 1, 8]
 
 
 @pytest.mark.parametrize(

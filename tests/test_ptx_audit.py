@@ -32,7 +32,7 @@ KERNELS = {
     "pp3.kernels._accept._verify_draw_kernel", "pp3.kernels._accept._uniform_below_kernel",
     "pp3.kernels._common._expf_kernel", "pp3.kernels._common._philox_kernel", "pp3.kernels._rows._gather_rows_kernel",
     "pp3.kernels._greedy._tiles_kernel", "pp3.kernels._greedy._rows_kernel", "pp3.kernels._select._segment_max_kernel",
-    "pp3.kernels._select._segment_merge_kernel",
+    "pp3.kernels._select._segment_filter_kernel", "pp3.kernels._select._segment_merge_kernel",
     "pp3.kernels._common._expf_screen_kernel",
 }
 

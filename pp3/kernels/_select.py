@@ -562,21 +562,27 @@ def _check_candidates_kernel(
 
 # ------------------------------------------------------------------------------------------ the segment selector
 #
-# ``propose`` on one [B, V] tensor: two launches per position; in A each program is one segment of L entries of a
-# row, in C one program is one row.
+# ``propose`` on one [B, V] tensor: three launches per position (two when C gathers); in A and B each program is one
+# segment of L entries of a row, in C one program is one row.
 #   A. Every segment's largest key (§4.1, every NaN above +inf: ``_best_key``) goes by an atomic max into one of the
-#      row's NB buckets (segment s into bucket s mod NB), and the maximum of each block of BLK entries of the segment
-#      is stored. The largest bucket is then the row's largest key, which gives g and the §3 status; and the K-th
-#      largest bucket value (with multiplicity) is a lower bound tau of the value of the row's K-th entry: the buckets
-#      hold K distinct entries with values >= tau.
-#   C. Per row: tau by a bitonic top-K of the buckets' values; the blocks whose maximum reaches tau (at V = 163840
-#      about 44 of 2560 on a Gaussian row, the most seen 63 in 3000) are gathered, GATHER at a time, and their entries
-#      with a value >= tau are the survivors; their first K by a bitonic top-K of CAP/2 when they fit, else of CAP
-#      (when more survive, on tied, masked or sorted rows, the row is scanned instead: ``_scan_top_k``), then
-#      §4-§8 on the first K (``_row_outputs``, its slots by a bitonic sort); T0 and failed rows from g alone. C leaves
-#      the buckets empty, as A needs them.
-# Exact by construction: every entry of the first K has a value >= tau, so its block's maximum does too; the order is
-# by the full key. The blocks' maxima are read only for OK rows, which hold no NaN and no +inf.
+#      row's NB buckets (segment s into bucket s mod NB); with BLOCKS the maximum of each block of BLK entries of the
+#      segment is stored too. The largest bucket is then the row's largest key, which gives g and the §3 status; and
+#      the K-th largest bucket value (with multiplicity) is a lower bound tau of the value of the row's K-th entry: the
+#      buckets hold K distinct entries with values >= tau.
+#   B. (Small batches, where C gathering is the longer chain.) Every segment of a sampled OK row again (an L2 read;
+#      one warp per segment): tau by a bitonic top-K of the buckets' values, then its finite entries with a value >=
+#      tau are appended to the row's survivors (an atomic slot counter). At V = 163840 about 44 entries of a Gaussian
+#      row survive, the most seen 59.
+#   C. Per row: without B (GATHERED), tau by a bitonic top-K of the buckets' values, and the blocks whose maximum
+#      reaches tau (at V = 163840 about 44 of 2560 on a Gaussian row, the most seen 63 in 3000) are gathered, GATHER
+#      at a time: their entries with a value >= tau are the survivors (``_survivors``); at large batches this reads
+#      ~2 % of the row again instead of all of it, and computes tau once per row instead of once per segment. Then
+#      the survivors' first K by a bitonic top-K of CAP/2 when they fit, else of CAP (when more survive, on tied,
+#      masked or sorted rows, the row is scanned instead: ``_scan_top_k``), then §4-§8 on the first K
+#      (``_row_outputs``, its slots by a bitonic sort); T0 and failed rows from g alone. C leaves the buckets and the
+#      survivor counter as A and B need them (empty, 0).
+# Exact by construction: every entry of the first K has a value >= tau (so its block's maximum does too) and passes
+# the filter, and the order is by the full key. The blocks' maxima are read only for OK rows: no NaN, no +inf.
 
 SIGN64 = tl.constexpr(-9223372036854775808)  # 2^63 as an int64: flips uint64 order into int64 order (atomic max)
 OKEY_MIN_FINITE = tl.constexpr(0x00800000)  # okey(-FLT_MAX): the lowest finite value
@@ -607,19 +613,28 @@ def _row_bound(values: tl.tensor, K: tl.constexpr) -> tl.tensor:
 
 
 @triton.jit
+def _row_bound_floor(values: tl.tensor, NBP: tl.constexpr, K: tl.constexpr) -> tl.tensor:
+    """A lower bound of ``_row_bound`` for the price of one reduction: the buckets in K groups, each group's largest
+    value (K distinct entries), their least (at most the K-th largest value)."""
+    return tl.min(tl.max(tl.reshape(values, [NBP // K, K]), axis=0))
+
+
+@triton.jit
 def _segment_max_kernel(
     x_ptr: tl.tensor,  # [B, V] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
     stride_row: tl.tensor,  # elements between rows of x
     v: tl.tensor,  # entries per row
     bucket_ptr: tl.tensor,  # [B, NB] int64: the row's buckets (uint64 keys with the sign bit flipped), all empty
-    block_ptr: tl.tensor,  # [B, n_seg * L / BLK] fp32 out: every block's maximum (-inf past the row's end)
+    block_ptr: tl.tensor,  # [B, n_seg * L / BLK] fp32 out (BLOCKS): every block's maximum (-inf past the row's end)
     KIND: tl.constexpr,  # _common.KIND_F32 / KIND_F16 / KIND_BF16
     L: tl.constexpr,  # entries per segment, a power of two
     NB: tl.constexpr,  # buckets per row
     BLK: tl.constexpr,  # entries per block, a power of two <= L
+    BLOCKS: tl.constexpr,  # store the blocks' maxima (C gathers)
     PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
 ) -> None:
-    # Launch A: one program per (row, segment): the segment's largest key into bucket s mod NB, its blocks' maxima.
+    # Launch A: one program per (row, segment): the segment's largest key into bucket s mod NB, with BLOCKS its
+    # blocks' maxima.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
@@ -628,10 +643,53 @@ def _segment_max_kernel(
     bits = _load_padded(x_ptr + b * stride_row + offs, offs < v, KIND)
     best = _best_key(bits, s.to(tl.int64) * L, L)
     tl.atomic_max(bucket_ptr + b * NB + s % NB, best.to(tl.int64, bitcast=True) ^ SIGN64, sem="relaxed")
-    # The blocks' maxima as floats: C compares them with tau's value, and reads them only for rows without a NaN.
-    block_max = tl.max(tl.reshape(bits.to(tl.float32, bitcast=True), [L // BLK, BLK]), axis=1)
-    j = tl.arange(0, L // BLK)
-    tl.store(block_ptr + (b * n_seg + s) * (L // BLK) + j, block_max)
+    if BLOCKS:
+        # The blocks' maxima as floats: C compares them with tau's value, and reads them only for rows without a NaN.
+        block_max = tl.max(tl.reshape(bits.to(tl.float32, bitcast=True), [L // BLK, BLK]), axis=1)
+        j = tl.arange(0, L // BLK)
+        tl.store(block_ptr + (b * n_seg + s) * (L // BLK) + j, block_max)
+
+
+@triton.jit
+def _segment_filter_kernel(
+    x_ptr: tl.tensor,  # [B, V] raw logit bits
+    stride_row: tl.tensor,
+    v: tl.tensor,
+    n_seg: tl.tensor,  # segments per row
+    bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets
+    surv_ptr: tl.tensor,  # [B, CAP] int64 out: the survivors' keys (uint64 bits), the first CAP appended
+    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (all 0 before the launch)
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    KIND: tl.constexpr,
+    L: tl.constexpr,  # entries per segment
+    NB: tl.constexpr,  # buckets per row
+    NBP: tl.constexpr,  # power of two >= NB
+    CAP: tl.constexpr,  # survivor slots per row
+    K: tl.constexpr,  # 32
+    PDL: tl.constexpr,
+) -> None:
+    # Launch B: one program per (row, segment) of sampled OK rows: append the segment's survivors. The segment is
+    # loaded first, its latency hiding the bound's; survivors are found on 32-bit values, keys made for them alone.
+    _pdl_prologue(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    offs = s.to(tl.int64) * L + tl.arange(0, L)
+    in_row = offs < v
+    raw = tl.load(x_ptr + b * stride_row + offs, mask=in_row, other=0)
+    _top_key, _status, sampled, values = _row_class(bucket_ptr, b, n_seg, tl.load(temp_ptr + b), NB, NBP)
+    if sampled:
+        bits = _widen_bits(raw, KIND)
+        okey = tl.where(in_row, _value_key(bits), 0)
+        # A segment whose maximum is below a lower bound of tau has no survivor (about half of the segments of a
+        # Gaussian row) and skips tau's network.
+        low = _row_bound_floor(values, NBP, K)
+        if tl.max(okey) >= low:
+            passed = okey >= _row_bound(values, K)
+            n = tl.sum(passed.to(tl.int32))
+            if n != 0:
+                key = _order_key(bits, offs)
+                at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
+                tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
 
 
 @triton.jit
@@ -719,8 +777,10 @@ def _segment_merge_kernel(
     v: tl.tensor,
     n_seg: tl.tensor,  # segments per row
     bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets (left empty)
-    block_ptr: tl.tensor,  # [B, n_blk] fp32: launch A's block maxima
+    block_ptr: tl.tensor,  # [B, n_blk] fp32: launch A's block maxima (GATHERED)
     n_blk: tl.tensor,  # blocks per row
+    surv_ptr: tl.tensor,  # [B, CAP] int64: launch B's survivors (not GATHERED)
+    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (not GATHERED; left 0)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
     round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
@@ -732,10 +792,11 @@ def _segment_merge_kernel(
     token_ptr: tl.tensor,  # [B] int32 out
     ids_ptr: tl.tensor,  # [B, K] int32 out
     tickets_ptr: tl.tensor,  # [B, K] int32 out
-    scratch_ptr: tl.tensor,  # [B, 2 CAP + CAPS] int64: the selected blocks, the survivors, the scan's slots
+    scratch_ptr: tl.tensor,  # [B, 2 CAP + CAPS] int64: the selected blocks, the survivors (GATHERED), the scan's slots
     KIND: tl.constexpr,
     NB: tl.constexpr,
     NBP: tl.constexpr,
+    GATHERED: tl.constexpr,  # the survivors from the blocks (no launch B)
     BLK: tl.constexpr,  # entries per block
     BC: tl.constexpr,  # block maxima per step of the selection
     GATHER: tl.constexpr,  # blocks per gather step
@@ -745,11 +806,19 @@ def _segment_merge_kernel(
     K: tl.constexpr,  # 32
     PDL: tl.constexpr,
 ) -> None:
-    # Launch C: one program per row: its first K entries, then §4-§8; the buckets emptied.
+    # Launch C: one program per row: its first K entries, then §4-§8; the buckets and the counter emptied.
     _pdl_prologue(PDL)
     b = tl.program_id(0).to(tl.int64)
     slot = tl.arange(0, K)
     temp = tl.load(temp_ptr + b)
+    half = tl.arange(0, CAP // 2)
+    scratch = scratch_ptr + b * (2 * CAP + CAPS)
+    if GATHERED:
+        surv = scratch + CAP
+    else:
+        surv = surv_ptr + b * CAP
+        count = tl.load(nsurv_ptr + b)
+        first = tl.load(surv + half)  # the usual survivors, loaded with the count (masked below)
     u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
     kc = _exp_scalars(c_ptr)
     tables = _exp_tables(c_ptr)  # off the chain too: the exponential gathers from registers
@@ -758,21 +827,22 @@ def _segment_merge_kernel(
     if sampled:
         bound = _row_bound(values, K)
         row_ptr = x_ptr + b * stride_row
-        scratch = scratch_ptr + b * (2 * CAP + CAPS)
-        count = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, bound, scratch, KIND, BLK, BC, GATHER, CAP)
-        if count <= CAP:
+        if GATHERED:
+            count = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, bound, scratch, KIND, BLK, BC, GATHER, CAP)
             tl.debug_barrier()  # the survivors stored by _survivors are visible to the whole program after this
-            if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2
-                half = tl.arange(0, CAP // 2)
-                few = tl.load(scratch + CAP + half, mask=half < count, other=0, cache_modifier=".cg")
-                top = _bitonic(few.to(tl.uint64, bitcast=True), K, True, False)  # a set: _row_outputs orders it
-            else:
-                full = tl.arange(0, CAP)
-                most = tl.load(scratch + CAP + full, mask=full < count, other=0, cache_modifier=".cg")
-                top = _bitonic(most.to(tl.uint64, bitcast=True), K, True, False)
+            first = tl.load(surv + half, mask=half < count, other=0, cache_modifier=".cg")
+        if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2
+            few = tl.where(half < count, first, 0).to(tl.uint64, bitcast=True)
+            top = _bitonic(few, K, True, False)  # the first K as a set: _row_outputs orders them
+        elif count <= CAP:
+            full = tl.arange(0, CAP)
+            most = tl.load(surv + full, mask=full < count, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
+            top = _bitonic(most, K, True, False)
         else:
             top = _scan_top_k(row_ptr, v, bound, scratch + 2 * CAP, KIND, C, K, CAPS)
     bi = tl.arange(0, NBP)
     tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=bi < tl.minimum(n_seg, NB))
+    if not GATHERED:
+        tl.store(nsurv_ptr + b, 0)
     _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, kc, tables, c_ptr, u, status_ptr,
                  token_ptr, ids_ptr, tickets_ptr, K, True)

@@ -1,6 +1,6 @@
 """Buffers that the kernels leave as they found them: the row counters of kernels whose last program of a row
-finishes the row (the verifier's row reductions), and the segment selector's per-row buckets. Imports torch but not
-triton.
+finishes the row (the verifier's row reductions, the segment selector), and the segment selector's per-row buckets
+and survivor counters. Imports torch but not triton.
 
 Protocol: every program of row r adds 1 to ``counter[r]`` with an ``acq_rel`` atomic at GPU scope after a barrier (so
 the whole program's stores are released), and the program that sees the old value n - 1 (the last of the row's n
@@ -49,3 +49,14 @@ def buckets(device: torch.device, rows: int, width: int) -> torch.Tensor:
     """[rows, width] int64, all -2^63: the segment selector's buckets (uint64 keys with the sign bit flipped, so an
     int64 atomic max orders them), empty."""
     return _buffer(f"buckets{width}", device, rows, width, torch.int64, -(1 << 63))
+
+
+def survivor_slots(device: torch.device, rows: int, width: int) -> torch.Tensor:
+    """[rows, width] int64: the segment selector's survivor slots. Not restored: a launch reads only the slots it
+    wrote, and its speculative loads of the others read defined memory (zeros at first, earlier survivors later)."""
+    return _buffer(f"slots{width}", device, rows, width, torch.int64, 0)
+
+
+def survivor_counts(device: torch.device, rows: int) -> torch.Tensor:
+    """[rows] int32, all 0: the segment selector's survivor slots taken per row."""
+    return _buffer("survivors", device, rows, 1, torch.int32, 0).view(-1)

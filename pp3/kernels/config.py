@@ -31,7 +31,8 @@ SECOND_CANDIDATE_TILES = 45
 # The segment selector (``propose`` on one tensor, _select.py): buckets of segment maxima per row, entries per block
 # whose maximum launch A stores, block maxima per step of C's selection, blocks per step of its gather per warp of C
 # (16 entries per thread: C at 4 warps spills with 32), survivor slots per row (more survivors: the fallback scan),
-# and the chunk and compaction slots of the scan.
+# and the chunk and compaction slots of the scan. C gathers (no launch B) from SEGMENT_GATHER_ROWS rows on.
+SEGMENT_GATHER_ROWS = 16
 SEGMENT_BUCKETS = 64
 SEGMENT_BLOCK = 64
 SEGMENT_SELECT = 4096
@@ -49,8 +50,10 @@ class LaunchConfig:
     """How the selector's two launches run (never what they compute).
 
     ``warps``: warps per program of the tile selector's launch 1 and launch 2 (tuned on the H200, bench/NOTES.md; the
-    greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A
-    and C. ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments", "tiles" (the two launches of
+    greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A, B
+    and C (None: ``segment_warps``, as measured; B's entry is unused when C gathers). ``segment_gather``: whether C
+    gathers the blocks that reach the bound itself instead of launch B's survivors (None: ``segment_gathers``).
+    ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments", "tiles" (the two launches of
     ``tile_candidates`` and ``finalize``, which every sharded call runs), or "auto" (the default: the segment selector,
     measured faster at every batch size since its selections became bitonic networks: bench/NOTES.md). ``pdl``:
     programmatic dependent launch where the device has it (CUDA, compute capability >= 9; never in the interpreter):
@@ -59,7 +62,8 @@ class LaunchConfig:
 
     warps: tuple[int, int] = (8, 8)
     pdl: bool | None = None
-    segment_warps: tuple[int, int] = (4, 4)  # C at 4 warps: -7 % at B = 1 against 8 (records/2026-12-07)
+    segment_warps: tuple[int, int, int] | None = None
+    segment_gather: bool | None = None
     selector: str = "auto"
     segment: int | None = None  # the segment selector's entries per program (None: segment_size; a power of two)
     # How the greedy selector's tiles reduce: "keys" (each tile to its largest §4.1 key), "rescan" (each tile to its
@@ -68,9 +72,13 @@ class LaunchConfig:
     greedy: str = "auto"
 
     def __post_init__(self) -> None:
-        for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 2)):
+        for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 3)):
+            if w is None:  # segment_warps: the defaults of the path taken
+                continue
             if len(w) != n or any(isinstance(c, bool) or c not in (1, 2, 4, 8, 16, 32) for c in w):
                 raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
+        if self.segment_gather not in (None, True, False):
+            raise ValueError(f"segment_gather: expected None, True or False, got {self.segment_gather!r}")
         if self.pdl not in (None, True, False):
             raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
         if self.selector not in ("auto", "segments", "tiles"):
@@ -106,6 +114,25 @@ def segment_size(v: int, b: int) -> int:
     while s > 256 and b * -(-v // s) < SEGMENT_PROGRAMS:
         s //= 2
     return s
+
+
+def segment_gathers(b: int, config: LaunchConfig = DEFAULT_LAUNCH) -> bool:
+    """Whether the segment selector's launch C gathers the survivors itself (two launches) for ``b`` rows: as
+    ``config.segment_gather`` says, by default from SEGMENT_GATHER_ROWS rows on. Measured on the H200 (bench/NOTES.md,
+    "Selector: C gathers"): the gather reads ~2 % of each row again where launch B reads all of it and computes the
+    bound once per row, -40 % at B = 64; at B <= 4 its one program per row is the longer chain (+57 % at B = 1)."""
+    if config.segment_gather is not None:
+        return config.segment_gather
+    return b >= SEGMENT_GATHER_ROWS
+
+
+def segment_warps(gather: bool, config: LaunchConfig = DEFAULT_LAUNCH) -> tuple[int, int, int]:
+    """Warps per program of launches A, B and C: ``config.segment_warps``, by default (4, 1, 4) with launch B (C at 4
+    warps: -7 % at B = 1 against 8, records/2026-12-07) and (4, 1, 8) when C gathers (its gather then holds 16
+    entries per thread; 4 warps at 32 spill: records/2026-12-08)."""
+    if config.segment_warps is not None:
+        return config.segment_warps
+    return (4, 1, 8) if gather else (4, 1, 4)
 
 
 def tile_cap(tile: int) -> int:

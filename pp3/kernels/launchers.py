@@ -41,7 +41,9 @@ from pp3.kernels.config import (
     SEGMENT_SELECT,
     VERIFY_WARPS,
     LaunchConfig,
+    segment_gathers,
     segment_size,
+    segment_warps,
     tile_cap,
     use_pdl,
 )
@@ -190,33 +192,42 @@ def propose(
 
 
 def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal) -> Proposal:
-    """The segment selector (``_select.py``: launch A, one program per segment of a row, and C, one per row) on
-    ``x`` [B, V], into ``out``. Its buckets (``_workspace``) are left as found."""
+    """The segment selector (``_select.py``: launches A and B, one program per segment of a row, and C, one per row;
+    without B when C gathers, ``segment_gathers``) on ``x`` [B, V], into ``out``. Its buckets and survivor counters
+    (``_workspace``) are left as found."""
     b, v = x.shape
     dev = x.device
     seg = launch.segment or segment_size(v, b)
     n_seg = triton.cdiv(v, seg)
+    gather = segment_gathers(b, launch)
     blk = min(SEGMENT_BLOCK, seg)
     n_blk = n_seg * (seg // blk)
     nb, nbp = SEGMENT_BUCKETS, triton.next_power_of_2(SEGMENT_BUCKETS)
     buckets = _workspace.buckets(dev, b, nb)
-    blocks = torch.empty((b, n_blk), dtype=torch.float32, device=dev)
+    nsurv = _workspace.survivor_counts(dev, b)
+    surv = _workspace.survivor_slots(dev, b, SEGMENT_CAP)
+    blocks = torch.empty((b, n_blk if gather else 1), dtype=torch.float32, device=dev)
     scratch = torch.empty((b, 2 * SEGMENT_CAP + SCAN_CAP), dtype=torch.int64, device=dev)
     pdl = use_pdl(dev, launch)
     raw, kind = x.view(RAW[x.dtype]), KIND[x.dtype]
-    wa, wc = launch.segment_warps
+    wa, wb, wc = segment_warps(gather, launch)
     _select._segment_max_kernel[(b, n_seg)](
         raw, x.stride(0), v, buckets, blocks,
-        KIND=kind, L=seg, NB=nb, BLK=blk, PDL=pdl, num_warps=wa, **_options(pdl),
+        KIND=kind, L=seg, NB=nb, BLK=blk, BLOCKS=gather, PDL=pdl, num_warps=wa, **_options(pdl),
     )
+    if not gather:
+        _select._segment_filter_kernel[(b, n_seg)](
+            raw, x.stride(0), v, n_seg, buckets, surv, nsurv, keys.temperature,
+            KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, num_warps=wb, **_options(pdl),
+        )
     _select._segment_merge_kernel[(b,)](
         # inputs
-        raw, x.stride(0), v, n_seg, buckets, blocks, n_blk,
+        raw, x.stride(0), v, n_seg, buckets, blocks, n_blk, surv, nsurv,
         keys.temperature, keys.seed, keys.round, keys.position, tau, exp_constants(dev), DOMAIN_PROPOSAL,
         # outputs
         out.status, out.token, out.ids, out.tickets, scratch,
         # compile-time
-        KIND=kind, NB=nb, NBP=nbp, BLK=blk, BC=min(SEGMENT_SELECT, triton.next_power_of_2(n_blk)),
+        KIND=kind, NB=nb, NBP=nbp, GATHERED=gather, BLK=blk, BC=min(SEGMENT_SELECT, triton.next_power_of_2(n_blk)),
         GATHER=SEGMENT_GATHER * wc, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
         **_options(pdl),
     )
