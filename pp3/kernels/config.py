@@ -77,7 +77,7 @@ class LaunchConfig:
                 continue
             if len(w) != n or any(isinstance(c, bool) or c not in (1, 2, 4, 8, 16, 32) for c in w):
                 raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
-        if self.segment_gather not in (None, True, False):
+        if self.segment_gather is not None and not isinstance(self.segment_gather, bool):
             raise ValueError(f"segment_gather: expected None, True or False, got {self.segment_gather!r}")
         if self.pdl not in (None, True, False):
             raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
