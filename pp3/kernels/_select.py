@@ -825,10 +825,10 @@ def _segment_merge_kernel(
     top_key, status, sampled, values = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP)
     top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
     if sampled:
-        bound = _row_bound(values, K)
         row_ptr = x_ptr + b * stride_row
         if GATHERED:
-            count = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, bound, scratch, KIND, BLK, BC, GATHER, CAP)
+            count = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, _row_bound(values, K), scratch, KIND, BLK, BC,
+                               GATHER, CAP)
             tl.debug_barrier()  # the survivors stored by _survivors are visible to the whole program after this
             first = tl.load(surv + half, mask=half < count, other=0, cache_modifier=".cg")
         if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2
@@ -839,7 +839,7 @@ def _segment_merge_kernel(
             most = tl.load(surv + full, mask=full < count, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
             top = _bitonic(most, K, True, False)
         else:
-            top = _scan_top_k(row_ptr, v, bound, scratch + 2 * CAP, KIND, C, K, CAPS)
+            top = _scan_top_k(row_ptr, v, _row_bound(values, K), scratch + 2 * CAP, KIND, C, K, CAPS)
     bi = tl.arange(0, NBP)
     tl.store(bucket_ptr + b * NB + bi, tl.full([NBP], SIGN64, tl.int64), mask=bi < tl.minimum(n_seg, NB))
     if not GATHERED:
