@@ -69,6 +69,8 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
             select.propose(_adversarial(x), *_keys(6, dev, (1.0, float("nan"), -1.0, 0.0)))
             select.propose(x, *_keys(6, dev), launch=LaunchConfig(selector="tiles"))
             select.propose(x, *_keys(6, dev), launch=LaunchConfig(segment=32))
+            select.propose(_adversarial(x), *_keys(6, dev, (1.0, float("nan"), -1.0, 0.0)),
+                           launch=LaunchConfig(segment_gather=True))  # C gathers the blocks (16 rows on by default)
             select.greedy(x)
             select.greedy(_adversarial(x), tile=32, launch=LaunchConfig(greedy="keys"))
             select.greedy(_adversarial(x), tile=32, launch=LaunchConfig(greedy="rescan"))
@@ -82,6 +84,9 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
     ramp = torch.arange(_big(dev), device=dev, dtype=torch.float32).expand(2, -1).contiguous()
     select.propose(ramp, *_keys(2, dev))  # sorted rows: the segment selector's fallback scan
     select.propose(torch.ones_like(ramp), *_keys(2, dev))  # all equal: the fallback too
+    gathered = LaunchConfig(segment_gather=True)
+    select.propose(ramp, *_keys(2, dev), launch=gathered)  # sorted rows through C's gather: more than 128 blocks
+    select.propose(torch.randn(16, _big(dev), device=dev, generator=g), *_keys(16, dev))  # 16 rows: C gathers
     buf = Candidates(keys=torch.zeros((2, 4, 32), dtype=torch.int64, device=dev),
                      flags=torch.zeros((2, 4), dtype=torch.int32, device=dev))
     small = torch.randn(2, 200, device=dev, generator=g)
