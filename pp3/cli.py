@@ -266,7 +266,8 @@ def add_verify(sub: Any) -> None:
                     help=f"what to check, any of: {', '.join(PARTS)}")
     ap.add_argument("--selectors", nargs="+", choices=SELECTOR_KERNELS, default=None, metavar="KERNEL",
                     help=f"the selector part's suites to run, any of: {', '.join(SELECTOR_KERNELS)} (default: all; "
-                    "propose, the tile selector, the greedy selector's keys and its rescan)")
+                    "propose, propose with C gathering the blocks, the tile selector, the greedy selector's keys and "
+                    "its rescan)")
     ap.add_argument("--bulk-rows", type=_int_in(0, 10**9), default=None, metavar="N",
                     help="random selector rows at --bulk-vocab, 0 .. 10^9 (default: 10^6 on a GPU, 0 otherwise)")
     ap.add_argument("--bulk-seed", type=_int_in(0, 2**32 - 1), default=0, metavar="S",

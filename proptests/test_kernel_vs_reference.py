@@ -29,11 +29,11 @@ TILES = (32, 64, 128, None)  # None: the launcher's own tile (1024 here, one pro
 
 
 def check(case: Call) -> None:
-    """Both selectors on the call (the segment selector of ``propose``, and the tile selector) against the
-    reference; and the greedy selector, both ways (``LaunchConfig.greedy``), against the reference on the call's rows
-    as T0 rows."""
+    """Both selectors on the call (the segment selector of ``propose``, with launch B and with C's gather, and the
+    tile selector) against the reference; and the greedy selector, both ways (``LaunchConfig.greedy``), against the
+    reference on the call's rows as T0 rows."""
     want = case.run_reference()
-    for call in (case, case.as_tiles()):
+    for call in (case, *(() if case.cuts else (case.as_gather(),)), case.as_tiles()):
         assert_same(call, call.run_kernel(), want)
     greedy = case.as_greedy()
     want0 = greedy.run_reference()

@@ -48,7 +48,7 @@ VERIFIER_FIELDS = ("status", "accepted", "tokens")
 FIELDS = SELECTOR_FIELDS  # the selector's (the bulk rows' table)
 PARTS = ("selector", "verifier", "conformance")
 # The selector part's suites, one per kernel a call runs through (``Call.kernel``), in the order they run.
-SELECTOR_KERNELS = ("propose", "tiles", "greedy", "rescan")
+SELECTOR_KERNELS = ("propose", "gather", "tiles", "greedy", "rescan")
 SIZES = ("quick", "standard", "full")
 DRAFT_FIELDS = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
 
@@ -440,6 +440,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.bulk_only:
             calls: dict[str, Iterable[tuple[str, Call]]] = {
                 "propose": suites(size),
+                "gather": ((f"{suite} gather", call.as_gather()) for suite, call in suites(size) if not call.cuts),
                 "tiles": ((f"{suite} tiles", call.as_tiles()) for suite, call in suites(size) if not call.cuts),
                 "greedy": ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size)),
                 "rescan": ((f"{suite} rescan", call.as_rescan()) for suite, call in suites(size) if not call.cuts),

@@ -157,9 +157,10 @@ class Call:
     tensor_args: bool  # kernel gets temperature/seed/round/position as tensors (True) or Python lists (False)
     cuts: tuple[int, ...] = ()  # the kernels run over contiguous shards [0, c_1), [c_1, c_2), ... [c_n, V)
     name: str = ""  # what the call is, in reports (not part of its repr)
-    # The kernel: "propose" (the segment selector on one tensor; over ``cuts``, tile_candidates and finalize), "tiles"
-    # (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor), "greedy" (``greedy``; every
-    # temperature is 0) or "rescan" (``greedy`` with LaunchConfig(greedy="rescan")).
+    # The kernel: "propose" (the segment selector on one tensor; over ``cuts``, tile_candidates and finalize), "gather"
+    # (the segment selector with LaunchConfig(segment_gather=True): launch C gathers the blocks, at any batch size),
+    # "tiles" (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor), "greedy" (``greedy``;
+    # every temperature is 0) or "rescan" (``greedy`` with LaunchConfig(greedy="rescan")).
     kernel: str = "propose"
 
     @property
@@ -195,6 +196,10 @@ class Call:
     def as_rescan(self) -> Call:
         """This call's rows through the greedy selector that re-reads the winning tile (``LaunchConfig.greedy``)."""
         return self.as_greedy().replace(kernel="rescan", name=f"{self.name} rescan")
+
+    def as_gather(self) -> Call:
+        """This call through the segment selector whose launch C gathers the blocks (no launch B), as from 16 rows."""
+        return self.replace(kernel="gather", name=f"{self.name} gather")
 
     def as_tiles(self) -> Call:
         """This call through the tile selector (its two launches) rather than the segment selector."""
@@ -257,7 +262,8 @@ class Call:
         args = (*self.kernel_row_args(dev), self.tau)
         if not self.cuts:
             launch = kernels.LaunchConfig(selector="tiles") if self.kernel == "tiles" else (
-                kernels.LaunchConfig(selector="segments", segment=self.tile))  # the call's tile: the segment
+                kernels.LaunchConfig(selector="segments", segment=self.tile,  # the call's tile: the segment
+                                     segment_gather=self.kernel == "gather"))
             out = to_numpy(kernels.propose(x, *args, tile=self.tile, launch=launch))
             return out
         parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
@@ -280,7 +286,8 @@ class Call:
 
 
 # How a replay line turns a propose call into each kernel's call (``Call.kernel``).
-_REPLAY = {"propose": "", "tiles": ".as_tiles()", "greedy": ".as_greedy()", "rescan": ".as_rescan()"}
+_REPLAY = {"propose": "", "gather": ".as_gather()", "tiles": ".as_tiles()", "greedy": ".as_greedy()",
+           "rescan": ".as_rescan()"}
 
 
 def make_case(
