@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Where a selector launch spends its time, by Nsight Compute: warp stall reasons, issue rate, instruction mix, at
-# V=163840, fp32, B=1 and B=4 (bench/NOTES.md uses it): the tile selector's launch 1 (tile candidates) and launch 2
-# (finalize), or with NCU_SELECTOR=segments the segment selector's launches A, B and C; with NCU_SELECTOR=verify the
-# verifier's seven launches at depth 5, B = 16 and 64.
-# usage (device machine, nvidia-h200): make ncu-gpu [NCU_SELECTOR=segments|verify]   (logs in $OUT/ncu_*.txt; ~1 min)
+# V=163840, fp32, B in NCU_BATCHES (default 1 and 4; bench/NOTES.md uses it): the tile selector's launch 1 (tile
+# candidates) and launch 2 (finalize), or with NCU_SELECTOR=segments the segment selector's launches A, B and C (A and
+# C alone where C gathers: config.segment_gathers, from 16 rows); with NCU_SELECTOR=verify the verifier's seven
+# launches at depth 5, B = 16 and 64.
+# usage (device machine, nvidia-h200): make ncu-gpu [NCU_SELECTOR=segments|verify] [NCU_BATCHES="16 64"]
+# (logs in $OUT/ncu_*.txt; ~1 min per batch size)
 set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-results}"
@@ -53,11 +55,15 @@ if [ "$SELECTOR" = verify ]; then
   exit 0
 fi
 if [ "$SELECTOR" = segments ]; then
-  KERNELS="_segment_max_kernel|_segment_filter_kernel|_segment_merge_kernel"; PER=3
+  KERNELS="_segment_max_kernel|_segment_filter_kernel|_segment_merge_kernel"
 else
-  KERNELS="_tile_candidates_kernel|_finalize_kernel"; PER=2
+  KERNELS="_tile_candidates_kernel|_finalize_kernel"
 fi
-for b in 1 4; do
+for b in ${NCU_BATCHES:-1 4}; do
+  PER=2  # launches per position: three for the segment selector with launch B
+  if [ "$SELECTOR" = segments ] && [ "$(python3 -c "from pp3.kernels.config import segment_gathers as g; print(g($b))")" = False ]; then
+    PER=3
+  fi
   timeout 240 ncu --target-processes all --kernel-name regex:"$KERNELS" \
     --launch-skip $((4 * PER)) --launch-count $((2 * PER)) --section SpeedOfLight --section LaunchStats --section SchedulerStats \
     --section WarpStateStats --metrics "$METRICS" \
