@@ -4,10 +4,11 @@
 # candidates) and launch 2 (finalize), or with NCU_SELECTOR=segments the segment selector's launches A, B and C (A and
 # C alone where C gathers: config.segment_gathers, from 16 rows); with NCU_SELECTOR=verify the verifier's seven
 # launches at depth 5, B = 16 and 64.
-# NCU_GATHER=1 or 0 forces C's gather on or off (LaunchConfig.segment_gather) at every batch; NCU_SOURCE=1 also
+# NCU_DTYPE (float32, bfloat16, float16) the logits' type; NCU_GATHER=1 or 0 forces C's gather on or off
+# (LaunchConfig.segment_gather) at every batch; NCU_SOURCE=1 also
 # writes, per batch, launch C's SASS with its sampled stall reasons per instruction ($OUT/ncu_*_sass.csv).
 # usage (device machine, nvidia-h200): make ncu-gpu [NCU_SELECTOR=segments|verify] [NCU_BATCHES="16 64"]
-#   [NCU_GATHER=1|0] [NCU_SOURCE=1]   (logs in $OUT/ncu_*.txt; ~1 min per batch size)
+#   [NCU_DTYPE=bfloat16] [NCU_GATHER=1|0] [NCU_SOURCE=1]   (logs in $OUT/ncu_*.txt; ~1 min per batch size)
 set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-results}"
@@ -17,9 +18,10 @@ import sys
 import torch
 from pp3.kernels import LaunchConfig, propose
 b, selector = int(sys.argv[1]), sys.argv[2]
-gather = {"1": True, "0": False}.get(sys.argv[3]) if len(sys.argv) > 3 else None
+gather = {"1": True, "0": False}.get(sys.argv[3]) if len(sys.argv) > 3 else None  # "-": the default path
 g = torch.Generator(device="cuda").manual_seed(5)
-xs = [torch.randn((b, 163840), generator=g, device="cuda") * 4.0 for _ in range(6)]
+dtype = getattr(torch, sys.argv[4]) if len(sys.argv) > 4 else torch.float32
+xs = [(torch.randn((b, 163840), generator=g, device="cuda") * 4.0).to(dtype) for _ in range(6)]
 t = torch.ones(b, device="cuda")
 launch = LaunchConfig(pdl=False, selector=selector, segment_gather=gather)  # PDL off, as in bench/NOTES.md
 for i, x in enumerate(xs):  # the first 4 positions compile and warm up; ncu profiles the last 2 (4 launches)
@@ -70,11 +72,12 @@ for b in ${NCU_BATCHES:-1 4}; do
 print(g($b, LaunchConfig(segment_gather={'1': True, '0': False}.get('$GATHER'))))")" = False ]; then
     PER=3
   fi
-  NAME="ncu_${SELECTOR}_b$b${GATHER:+_g$GATHER}"
+  DTYPE="${NCU_DTYPE:-float32}"
+  NAME="ncu_${SELECTOR}_b$b${GATHER:+_g$GATHER}${NCU_DTYPE:+_$NCU_DTYPE}"
   timeout 240 ncu --target-processes all --kernel-name regex:"$KERNELS" \
     --launch-skip $((4 * PER)) --launch-count $((2 * PER)) --section SpeedOfLight --section LaunchStats --section SchedulerStats \
     --section WarpStateStats ${NCU_SOURCE:+--section SourceCounters --import-source no -f -o "/tmp/$NAME"} \
-    --metrics "$METRICS" python3 /tmp/ncu_target.py "$b" "$SELECTOR" $GATHER > "$OUT/$NAME.txt" 2>&1
+    --metrics "$METRICS" python3 /tmp/ncu_target.py "$b" "$SELECTOR" "${GATHER:--}" "$DTYPE" > "$OUT/$NAME.txt" 2>&1
   echo "B=$b${GATHER:+ (gather $GATHER)}: exit $?"
   if [ -n "${NCU_SOURCE:-}" ]; then  # the report's details as text, then launch C's SASS with its stall samples
     ncu -i "/tmp/$NAME.ncu-rep" --print-details all >> "$OUT/$NAME.txt" 2>&1
