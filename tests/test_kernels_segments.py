@@ -189,31 +189,6 @@ def _one_too_tight(vals: tl.tensor, k: tl.constexpr) -> tl.tensor:
     return _KTH(vals, k) + 1
 
 
-@triton.jit
-def _slots_of(flags_ptr: tl.tensor, slot_ptr: tl.tensor, n_ptr: tl.tensor, R: tl.constexpr, C: tl.constexpr,
-              T: tl.constexpr) -> None:
-    at = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
-    slot, n = _select._slots(tl.load(flags_ptr + at), T)
-    tl.store(slot_ptr + at, slot)
-    tl.store(n_ptr, n)
-
-
-@pytest.mark.parametrize(("r", "c", "t"), [(1, 4096, 256), (64, 64, 256), (16, 32, 32), (1, 64, 256), (8, 8, 128)])
-def test_slots_number_the_set_entries_densely(r: int, c: int, t: int) -> None:
-    """C's and launch B's compaction (``_slots``): the set entries of a 0/1 tensor get the slots 0 .. n - 1, each once,
-    and n is their number; flags all clear, all set and sparse (as the blocks at the bound are), tensors smaller
-    than the program's threads included."""
-    rng = np.random.default_rng(r * c + t)
-    for p in (0.0, 1.0, 0.02, 0.5):
-        flags = (rng.random((r, c)) < p).astype(np.int32)
-        slot = torch.zeros((r, c), dtype=torch.int32, device=DEVICE)
-        n = torch.zeros(1, dtype=torch.int32, device=DEVICE)
-        _slots_of[(1,)](torch.from_numpy(flags).to(DEVICE), slot, n, R=r, C=c, T=t, num_warps=max(1, t // 32))
-        got = slot.cpu().numpy()[flags == 1]
-        assert int(n.item()) == int(flags.sum()), (p, int(n.item()))
-        assert_equal(np.sort(got), np.arange(int(flags.sum()), dtype=np.int32), f"slots p={p}")
-
-
 def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound of a row whose 32nd entry is the 32nd largest bucket (no extras): one too tight drops it."""
     _interpreter_only()
@@ -244,13 +219,11 @@ _SURVIVORS = _select._survivors
 
 
 @triton.jit
-def _last_block_unread(row_ptr: tl.tensor, v: tl.tensor, block_ptr: tl.tensor, n_blk: tl.tensor, head: tl.tensor,
-                       tau: tl.tensor,
+def _last_block_unread(row_ptr: tl.tensor, v: tl.tensor, block_ptr: tl.tensor, n_blk: tl.tensor, tau: tl.tensor,
                        scratch_ptr: tl.tensor, KIND: tl.constexpr, BLK: tl.constexpr, BC: tl.constexpr,
-                       GATHER: tl.constexpr, CAP: tl.constexpr, T: tl.constexpr) -> tl.tensor:
+                       GATHER: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
     """A planted bug: C's selection stops one block short of the row's end."""
-    head = tl.where(tl.arange(0, BC) < n_blk - 1, head, float("-inf"))
-    return _SURVIVORS(row_ptr, v, block_ptr, n_blk - 1, head, tau, scratch_ptr, KIND, BLK, BC, GATHER, CAP, T)
+    return _SURVIVORS(row_ptr, v, block_ptr, n_blk - 1, tau, scratch_ptr, KIND, BLK, BC, GATHER, CAP)
 
 
 def test_a_selection_one_block_short_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -264,12 +237,11 @@ def test_a_selection_one_block_short_is_caught(monkeypatch: pytest.MonkeyPatch) 
 
 
 @triton.jit
-def _gather_one_too_tight(row_ptr: tl.tensor, v: tl.tensor, block_ptr: tl.tensor, n_blk: tl.tensor, head: tl.tensor,
-                          tau: tl.tensor,
+def _gather_one_too_tight(row_ptr: tl.tensor, v: tl.tensor, block_ptr: tl.tensor, n_blk: tl.tensor, tau: tl.tensor,
                           scratch_ptr: tl.tensor, KIND: tl.constexpr, BLK: tl.constexpr, BC: tl.constexpr,
-                          GATHER: tl.constexpr, CAP: tl.constexpr, T: tl.constexpr) -> tl.tensor:
+                          GATHER: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
     """A planted bug: C selects and gathers against a bound one above tau, so entries at tau are dropped."""
-    return _SURVIVORS(row_ptr, v, block_ptr, n_blk, head, tau + 1, scratch_ptr, KIND, BLK, BC, GATHER, CAP, T)
+    return _SURVIVORS(row_ptr, v, block_ptr, n_blk, tau + 1, scratch_ptr, KIND, BLK, BC, GATHER, CAP)
 
 
 def test_a_gather_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

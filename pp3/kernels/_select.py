@@ -142,22 +142,6 @@ def _kth_largest_value(vals: tl.tensor, N: tl.constexpr, k: tl.tensor) -> tl.ten
     return tl.max(tl.where(at_least >= k, vals, 0))
 
 
-@triton.jit
-def _slots(flags: tl.tensor, T: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
-    """Distinct slots 0 .. n - 1 for the n set entries of a 0/1 int32 tensor (any shape, N entries in all; other
-    entries get a slot too, ignored), and n. Not in index order: slot order is column by column of the tensor seen
-    as [N / T, T] (T: the program's threads), so that where each thread holds one column (the usual layout) the scan
-    down a column runs in registers and only the T column counts are scanned across threads: ~1/5 of the
-    instructions of a scan over all N (sm_90 SASS, N = 4096 at 8 warps: ~140 against ~720). The compactions that use
-    it feed a set (a top-K, a list of blocks to read): their order is free."""
-    n_all: tl.constexpr = flags.numel
-    cols: tl.constexpr = T if T < n_all else n_all
-    f = tl.reshape(flags, [n_all // cols, cols])
-    per_col = tl.sum(f, axis=0)
-    slot = tl.cumsum(f, axis=0) - f + (tl.cumsum(per_col, axis=0) - per_col)[None, :]
-    return tl.reshape(slot, flags.shape), tl.sum(per_col)
-
-
 # ------------------------------------------------------------------------------------ bitonic sorting networks
 #
 # Triton's own tl.sort and tl.topk, step for step (the same network: python/triton/language/standard.py, sort_impl),
@@ -587,11 +571,10 @@ def _check_candidates_kernel(
 #      buckets hold K distinct entries with values >= tau.
 #   B. (Small batches, where C gathering is the longer chain.) Every segment of a sampled OK row again (an L2 read;
 #      one warp per segment): tau by a bitonic top-K of the buckets' values, then its finite entries with a value >=
-#      tau are appended to the row's survivors (an atomic slot counter, then ``_slots``). At V = 163840 about 44
-#      entries of a Gaussian row survive, the most seen 59.
+#      tau are appended to the row's survivors (an atomic slot counter). At V = 163840 about 44 entries of a Gaussian
+#      row survive, the most seen 59.
 #   C. Per row: without B (GATHERED), tau by a bitonic top-K of the buckets' values, and the blocks whose maximum
-#      reaches tau (at V = 163840 about 44 of 2560 on a Gaussian row, the most seen 63 in 3000; their maxima loaded
-#      while the buckets give tau) are listed (``_slots``) and gathered, GATHER
+#      reaches tau (at V = 163840 about 44 of 2560 on a Gaussian row, the most seen 63 in 3000) are gathered, GATHER
 #      at a time: their entries with a value >= tau are the survivors (``_survivors``); at large batches this reads
 #      ~2 % of the row again instead of all of it, and computes tau once per row instead of once per segment. Then
 #      the survivors' first K by a bitonic top-K of CAP/2 when they fit, else of CAP (when more survive, on tied,
@@ -599,8 +582,7 @@ def _check_candidates_kernel(
 #      (``_row_outputs``, its slots by a bitonic sort); T0 and failed rows from g alone. C leaves the buckets and the
 #      survivor counter as A and B need them (empty, 0).
 # Exact by construction: every entry of the first K has a value >= tau (so its block's maximum does too) and passes
-# the filter, and the order is by the full key; the survivors and the listed blocks are sets (their order in scratch
-# is free). The blocks' maxima are used only for OK rows: no NaN, no +inf.
+# the filter, and the order is by the full key. The blocks' maxima are read only for OK rows: no NaN, no +inf.
 
 SIGN64 = tl.constexpr(-9223372036854775808)  # 2^63 as an int64: flips uint64 order into int64 order (atomic max)
 OKEY_MIN_FINITE = tl.constexpr(0x00800000)  # okey(-FLT_MAX): the lowest finite value
@@ -675,7 +657,7 @@ def _segment_filter_kernel(
     v: tl.tensor,
     n_seg: tl.tensor,  # segments per row
     bucket_ptr: tl.tensor,  # [B, NB] int64: launch A's buckets
-    surv_ptr: tl.tensor,  # [B, CAP] int64 out: the survivors' keys (uint64 bits), CAP of them kept (in any order)
+    surv_ptr: tl.tensor,  # [B, CAP] int64 out: the survivors' keys (uint64 bits), the first CAP appended
     nsurv_ptr: tl.tensor,  # [B] int32: survivors appended (all 0 before the launch)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     KIND: tl.constexpr,
@@ -684,7 +666,6 @@ def _segment_filter_kernel(
     NBP: tl.constexpr,  # power of two >= NB
     CAP: tl.constexpr,  # survivor slots per row
     K: tl.constexpr,  # 32
-    T: tl.constexpr,  # threads of the program (_slots)
     PDL: tl.constexpr,
 ) -> None:
     # Launch B: one program per (row, segment) of sampled OK rows: append the segment's survivors. The segment is
@@ -707,7 +688,7 @@ def _segment_filter_kernel(
             n = tl.sum(passed.to(tl.int32))
             if n != 0:
                 key = _order_key(bits, offs)
-                at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + _slots(passed.to(tl.int32), T)[0]
+                at = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
                 tl.store(surv_ptr + b * CAP + at, key.to(tl.int64, bitcast=True), mask=passed & (at < CAP))
 
 
@@ -717,7 +698,6 @@ def _survivors(
     v: tl.tensor,  # entries in the row
     block_ptr: tl.tensor,  # the row's n_blk block maxima (fp32)
     n_blk: tl.tensor,  # blocks in the row
-    head: tl.tensor,  # [BC] fp32: the first BC of them (-inf past n_blk), loaded by the caller ahead of tau
     tau: tl.tensor,  # uint32 value bound, >= OKEY_MIN_FINITE
     scratch_ptr: tl.tensor,  # this row's 2 CAP int64 slots: the selected blocks, then the survivors
     KIND: tl.constexpr,
@@ -725,24 +705,19 @@ def _survivors(
     BC: tl.constexpr,  # block maxima per step of the selection, a power of two
     GATHER: tl.constexpr,  # blocks per gather step, a power of two
     CAP: tl.constexpr,  # survivor slots
-    T: tl.constexpr,  # threads of the program (_slots)
 ) -> tl.tensor:
     """The number of the row's finite entries with a value >= tau (the survivors), their keys written to
-    ``scratch_ptr[CAP ..]`` (CAP of them, in no set order); 2^30 when more than CAP blocks hold one (then more than CAP
+    ``scratch_ptr[CAP ..]`` (the first CAP of them); 2^30 when more than CAP blocks hold one (then more than CAP
     entries survive, and the caller scans the row)."""
     tau_f = _value_bits(tau).to(tl.float32, bitcast=True)  # okey(x) >= tau iff x >= tau_f (x finite or -inf)
-    # 1. The blocks whose maximum reaches tau: their indices compacted into scratch_ptr[0 .. CAP - 1] (_slots).
+    # 1. The blocks whose maximum reaches tau: their indices compacted into scratch_ptr[0 .. CAP - 1].
     n_sel = tl.zeros((), tl.int32)
     for c0 in range(0, n_blk, BC):
         bi = c0 + tl.arange(0, BC)
-        if c0 == 0:
-            sel = head >= tau_f
-        else:
-            sel = tl.load(block_ptr + bi, mask=bi < n_blk, other=float("-inf")) >= tau_f
-        slot, n = _slots(sel.to(tl.int32), T)
-        at = n_sel + slot
+        sel = tl.load(block_ptr + bi, mask=bi < n_blk, other=float("-inf")) >= tau_f
+        at = n_sel + tl.cumsum(sel.to(tl.int32), axis=0) - 1
         tl.store(scratch_ptr + at, bi.to(tl.int64), mask=sel & (at < CAP))
-        n_sel += n
+        n_sel += tl.sum(sel.to(tl.int32))
     count = tl.zeros((), tl.int32)
     if n_sel > CAP:
         count = tl.full((), 1 << 30, tl.int32)
@@ -756,11 +731,12 @@ def _survivors(
             live = (gi < n_sel)[:, None] & (offs < v)
             bits = _widen_bits(tl.load(row_ptr + offs, mask=live, other=0), KIND)
             passed = live & (_value_key(bits) >= tau)
-            slot, n = _slots(passed.to(tl.int32), T)
-            pos = count + slot
+            p32 = passed.to(tl.int32)
+            per_block = tl.sum(p32, axis=1)
+            pos = count + (tl.cumsum(per_block, axis=0) - per_block)[:, None] + tl.cumsum(p32, axis=1) - 1
             key = _order_key(bits, offs)
             tl.store(scratch_ptr + CAP + pos, key.to(tl.int64, bitcast=True), mask=passed & (pos < CAP))
-            count += n
+            count += tl.sum(per_block)
     return count
 
 
@@ -828,7 +804,6 @@ def _segment_merge_kernel(
     C: tl.constexpr,  # entries per chunk of the fallback scan
     CAPS: tl.constexpr,  # compaction slots of the fallback scan
     K: tl.constexpr,  # 32
-    T: tl.constexpr,  # threads of the program (_slots)
     PDL: tl.constexpr,
 ) -> None:
     # Launch C: one program per row: its first K entries, then §4-§8; the buckets and the counter emptied.
@@ -847,16 +822,13 @@ def _segment_merge_kernel(
     u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
     kc = _exp_scalars(c_ptr)
     tables = _exp_tables(c_ptr)  # off the chain too: the exponential gathers from registers
-    if GATHERED:  # the blocks' maxima on their way while the buckets give tau (used for sampled rows only)
-        bi = tl.arange(0, BC)
-        head = tl.load(block_ptr + b * n_blk + bi, mask=bi < n_blk, other=float("-inf"), cache_modifier=".cg")
     top_key, status, sampled, values = _row_class(bucket_ptr, b, n_seg, temp, NB, NBP)
     top = tl.where(slot == 0, top_key, 0)  # T0 and failed rows: rank 0 alone
     if sampled:
         row_ptr = x_ptr + b * stride_row
         if GATHERED:
-            count = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, head, _row_bound(values, K), scratch, KIND,
-                               BLK, BC, GATHER, CAP, T)
+            count = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, _row_bound(values, K), scratch, KIND, BLK, BC,
+                               GATHER, CAP)
             tl.debug_barrier()  # the survivors stored by _survivors are visible to the whole program after this
             first = tl.load(surv + half, mask=half < count, other=0, cache_modifier=".cg")
         if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2

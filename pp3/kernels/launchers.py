@@ -218,8 +218,7 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
     if not gather:
         _select._segment_filter_kernel[(b, n_seg)](
             raw, x.stride(0), v, n_seg, buckets, surv, nsurv, keys.temperature,
-            KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, T=32 * wb, PDL=pdl, num_warps=wb,
-            **_options(pdl),
+            KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, num_warps=wb, **_options(pdl),
         )
     _select._segment_merge_kernel[(b,)](
         # inputs
@@ -229,8 +228,7 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
         out.status, out.token, out.ids, out.tickets, scratch,
         # compile-time
         KIND=kind, NB=nb, NBP=nbp, GATHERED=gather, BLK=blk, BC=min(SEGMENT_SELECT, triton.next_power_of_2(n_blk)),
-        GATHER=SEGMENT_GATHER * wc, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, T=32 * wc, PDL=pdl,
-        num_warps=wc,
+        GATHER=SEGMENT_GATHER * wc, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
         **_options(pdl),
     )
     return out
