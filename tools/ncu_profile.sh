@@ -6,7 +6,8 @@
 # launches at depth 5, B = 16 and 64.
 # NCU_DTYPE (float32, bfloat16, float16) the logits' type; NCU_GATHER=1 or 0 forces C's gather on or off
 # (LaunchConfig.segment_gather) at every batch; NCU_SOURCE=1 also
-# writes, per batch, launch C's SASS with its sampled stall reasons per instruction ($OUT/ncu_*_sass.csv).
+# writes, per batch, launch C's SASS with its sampled stall reasons per instruction ($OUT/ncu_*_sass.csv) and copies
+# launch C's cubins from Triton's cache ($OUT/cubins: their line info maps the SASS back to pp3's source lines).
 # usage (device machine, nvidia-h200): make ncu-gpu [NCU_SELECTOR=segments|verify] [NCU_BATCHES="16 64"]
 #   [NCU_DTYPE=bfloat16] [NCU_GATHER=1|0] [NCU_SOURCE=1]   (logs in $OUT/ncu_*.txt; ~1 min per batch size)
 set -u
@@ -84,6 +85,11 @@ print(g($b, LaunchConfig(segment_gather={'1': True, '0': False}.get('$GATHER')))
     ncu -i "/tmp/$NAME.ncu-rep" --kernel-name regex:_segment_merge_kernel --launch-count 1 --page source --csv \
       --print-source sass > "$OUT/${NAME}_sass.csv" 2>&1
     echo "$(wc -l < "$OUT/${NAME}_sass.csv") lines of launch C's SASS"
+    # the profiled binaries (Triton's cubins carry line info: nvdisasm -gi maps each SASS line to its source line)
+    mkdir -p "$OUT/cubins"
+    for f in "${TRITON_CACHE_DIR:-$HOME/.triton/cache}"/*/_segment_merge_kernel.cubin; do
+      [ -f "$f" ] && cp "$f" "$OUT/cubins/$(basename "$(dirname "$f")").cubin"
+    done
   fi
   grep -E "_kernel|Duration|stalled|Warp Cycles Per Issued|Issued Ipc|inst_executed|==PROF==|==ERR|==WARN|Registers" \
     "$OUT/$NAME.txt" | head -80
