@@ -64,7 +64,7 @@ def test_c_gathers_from_16_rows_at_8_warps() -> None:
     from pp3.kernels.config import segment_gathers, segment_warps
 
     assert [segment_gathers(b) for b in (1, 4, 8, 15, 16, 64)] == [False] * 4 + [True] * 2
-    assert segment_warps(False) == (4, 1, 4) and segment_warps(True) == (4, 1, 16)
+    assert segment_warps(False) == (4, 1, 4) and segment_warps(True) == (4, 1, 8)
     assert segment_gathers(1, GATHER) and not segment_gathers(64, FILTER)
     assert segment_warps(True, LaunchConfig(segment_warps=(2, 2, 2))) == (2, 2, 2)
     with pytest.raises(ValueError, match="segment_gather"):

@@ -196,7 +196,7 @@ def test_exact_options_are_passed_on_every_launch(monkeypatch: pytest.MonkeyPatc
         for opts in spy.options:
             assert {k: opts[k] for k in config.EXACT} == config.EXACT, (name, opts)
     assert [o["num_warps"] for o in spies["_finalize_kernel"].options] == [8, 2, 8]
-    assert [o["num_warps"] for o in spies["_segment_merge_kernel"].options] == [4, 1, 16]
+    assert [o["num_warps"] for o in spies["_segment_merge_kernel"].options] == [4, 1, 8]
 
 
 @pytest.mark.parametrize(

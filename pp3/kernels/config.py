@@ -29,14 +29,14 @@ FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall
 # Launch 2 thresholds by the tiles' second candidates up to this many tiles, by their maxima above (_finalize_kernel).
 SECOND_CANDIDATE_TILES = 45
 # The segment selector (``propose`` on one tensor, _select.py): buckets of segment maxima per row, entries per block
-# whose maximum launch A stores, block maxima per step of C's selection, blocks per step of its gather (64 blocks:
-# 8 entries per thread at C's 16 warps, 16 at 8; 4 warps spill with 32), survivor slots per row (more: the scan),
+# whose maximum launch A stores, block maxima per step of C's selection, blocks per step of its gather per warp of C
+# (16 entries per thread: C at 4 warps spills with 32), survivor slots per row (more survivors: the fallback scan),
 # and the chunk and compaction slots of the scan. C gathers (no launch B) from SEGMENT_GATHER_ROWS rows on.
 SEGMENT_GATHER_ROWS = 16
 SEGMENT_BUCKETS = 64
 SEGMENT_BLOCK = 64
 SEGMENT_SELECT = 4096
-SEGMENT_GATHER = 64
+SEGMENT_GATHER = 8
 SEGMENT_CAP = 128
 SEGMENT_PROGRAMS = 1280  # segment_size: programs per launch below which small batches get shorter segments
 SCAN_CHUNK = 1024
@@ -128,11 +128,11 @@ def segment_gathers(b: int, config: LaunchConfig = DEFAULT_LAUNCH) -> bool:
 
 def segment_warps(gather: bool, config: LaunchConfig = DEFAULT_LAUNCH) -> tuple[int, int, int]:
     """Warps per program of launches A, B and C: ``config.segment_warps``, by default (4, 1, 4) with launch B (C at 4
-    warps: -7 % at B = 1 against 8, records/2026-12-07) and (4, 1, 16) when C gathers (8 entries per thread in its
-    gather and selection: records/2026-12-09; 8 warps -9 % against 4 in records/2026-12-08)."""
+    warps: -7 % at B = 1 against 8, records/2026-12-07) and (4, 1, 8) when C gathers (its gather then holds 16
+    entries per thread; 4 warps at 32 spill: records/2026-12-08)."""
     if config.segment_warps is not None:
         return config.segment_warps
-    return (4, 1, 16) if gather else (4, 1, 4)
+    return (4, 1, 8) if gather else (4, 1, 4)
 
 
 def tile_cap(tile: int) -> int:

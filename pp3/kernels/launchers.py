@@ -228,7 +228,7 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
         out.status, out.token, out.ids, out.tickets, scratch,
         # compile-time
         KIND=kind, NB=nb, NBP=nbp, GATHERED=gather, BLK=blk, BC=min(SEGMENT_SELECT, triton.next_power_of_2(n_blk)),
-        GATHER=SEGMENT_GATHER, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
+        GATHER=SEGMENT_GATHER * wc, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
         **_options(pdl),
     )
     return out
