@@ -61,36 +61,44 @@ def _label(line: Line | None) -> str:
     return f"{rel}:{n}  {code}"
 
 
+def attribute(rows: list[list[str]], cubin: Path) -> dict[str, collections.Counter[Line | None]]:
+    """The CSV's executed warp-instructions per source line ("line"), per pp3 line with Triton's library code charged
+    to the pp3 line before it ("call"), and the stall samples per such pp3 line ("samples"). ValueError when the
+    cubin is not the profiled binary (another instruction count, or another opcode at any address)."""
+    head = next(i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r)
+    hdr, data = rows[head], rows[head + 1 :]
+    i_src, i_exe = hdr.index("Source"), hdr.index("Instructions Executed")
+    i_smp = hdr.index("Warp Stall Sampling (All Samples)")
+    table = line_table(cubin)
+    if len(table) != len(data) or any(op != _opcode(r[i_src]) for (op, _, _), r in zip(table, data, strict=True)):
+        raise ValueError(f"{cubin} is not the profiled binary: {len(table)} instructions, the CSV {len(data)}")
+    out: dict[str, collections.Counter[Line | None]] = {k: collections.Counter() for k in ("line", "call", "samples")}
+    for (_, line, last_pp3), r in zip(table, data, strict=True):
+        n = int(r[i_exe].replace(",", ""))
+        call = line if line is not None and "/pp3/" in line[0] else last_pp3
+        out["line"][line] += n
+        out["call"][call] += n
+        out["samples"][call] += int(r[i_smp].replace(",", ""))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", type=Path, help="ncu --page source --csv --print-source sass, one kernel")
     parser.add_argument("cubin", type=Path, help="the cubin that was profiled")
     parser.add_argument("--top", type=int, default=25, help="rows per table")
     args = parser.parse_args()
-    rows = list(csv.reader(args.csv.open()))
-    head = next(i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r)
-    hdr, data = rows[head], rows[head + 1 :]
-    i_src, i_exe = hdr.index("Source"), hdr.index("Instructions Executed")
-    i_smp = hdr.index("Warp Stall Sampling (All Samples)")
-    table = line_table(args.cubin)
-    if len(table) != len(data) or any(op != _opcode(r[i_src]) for (op, _, _), r in zip(table, data, strict=True)):
-        raise SystemExit(f"{args.cubin} is not the profiled binary: {len(table)} instructions, the CSV {len(data)}")
-    executed: dict[str, collections.Counter[Line | None]] = {k: collections.Counter() for k in ("line", "call")}
-    samples: collections.Counter[Line | None] = collections.Counter()
-    for (_, line, last_pp3), r in zip(table, data, strict=True):
-        n = int(r[i_exe].replace(",", ""))
-        call = line if line is not None and "/pp3/" in line[0] else last_pp3
-        executed["line"][line] += n
-        executed["call"][call] += n
-        samples[call] += int(r[i_smp].replace(",", ""))
-    total = sum(executed["line"].values())
-    print(f"{total:,} warp-instructions executed, {sum(1 for r in data if r[i_exe] not in ('0', ''))} of "
-          f"{len(data)} SASS instructions at least once")
+    try:
+        counts = attribute(list(csv.reader(args.csv.open())), args.cubin)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    total = sum(counts["line"].values())
+    print(f"{total:,} warp-instructions executed")
     titles = {"line": "by source line", "call": "by pp3 line (Triton's library code charged to its caller)"}
     for kind, title in titles.items():
         print(f"-- {title}")
-        for line, n in executed[kind].most_common(args.top):
-            extra = f"  {samples[line]:4d} samples" if kind == "call" else ""
+        for line, n in counts[kind].most_common(args.top):
+            extra = f"  {counts['samples'][line]:4d} samples" if kind == "call" else ""
             print(f"{n:9,d} {100 * n / total:5.1f} %{extra}  {_label(line)}")
     return 0
 
