@@ -5,7 +5,6 @@ of that binary is refused."""
 from __future__ import annotations
 
 import csv
-import io
 import lzma
 from pathlib import Path
 
@@ -19,8 +18,8 @@ RECORD = Path(__file__).resolve().parent.parent / "records" / "2026-12-09"
 
 
 def _rows() -> list[list[str]]:
-    with lzma.open(RECORD / "j4_ncu_segments_b16_g1_sass.csv.xz", "rt") as f:
-        return list(csv.reader(io.StringIO(f.read())))
+    with lzma.open(RECORD / "j4_ncu_segments_b16_g1_sass.csv.xz", "rt", newline="") as f:
+        return list(csv.reader(f))
 
 
 def test_the_recorded_profile_joins_its_cubin() -> None:

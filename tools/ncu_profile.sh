@@ -67,13 +67,13 @@ else
   KERNELS="_tile_candidates_kernel|_finalize_kernel"
 fi
 GATHER="${NCU_GATHER:-}"
+DTYPE="${NCU_DTYPE:-float32}"
 for b in ${NCU_BATCHES:-1 4}; do
-  PER=2  # launches per position: three for the segment selector with launch B
-  if [ "$SELECTOR" = segments ] && [ "$(python3 -c "from pp3.kernels.config import LaunchConfig, segment_gathers as g
-print(g($b, LaunchConfig(segment_gather={'1': True, '0': False}.get('$GATHER'))))")" = False ]; then
+  PER=2  # launches per position: three for the segment selector with launch B (forced, or below 16 rows)
+  if [ "$SELECTOR" = segments ] && { [ "$GATHER" = 0 ] || { [ -z "$GATHER" ] && [ "$(python3 -c \
+      "from pp3.kernels.config import segment_gathers as g; print(g($b))")" = False ]; }; }; then
     PER=3
   fi
-  DTYPE="${NCU_DTYPE:-float32}"
   NAME="ncu_${SELECTOR}_b$b${GATHER:+_g$GATHER}${NCU_DTYPE:+_$NCU_DTYPE}"
   timeout 240 ncu --target-processes all --kernel-name regex:"$KERNELS" \
     --launch-skip $((4 * PER)) --launch-count $((2 * PER)) --section SpeedOfLight --section LaunchStats --section SchedulerStats \

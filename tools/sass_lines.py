@@ -3,7 +3,8 @@
 line info; NCU_SOURCE=1 copies launch C's cubins from Triton's cache), summed per source line.
 
 Nsight Compute attributes its counts to SASS addresses only (the CSV of ``--page source --print-source sass``);
-``nvdisasm -gi`` (Triton's own copy) gives each address its file and line; nothing joins the two, hence this script.
+``nvdisasm -gi`` (Triton's own copy: ``pp3.audit.ptx.triton_tool``) gives each address its file and line; nothing
+joins the two, hence this script.
 Lines outside ``pp3/`` (Triton's ``standard.py``: its reductions and scans) are shown as they are and, in a second
 table, charged to the pp3 line last seen before them in the code (the call that the compiler expanded there, as far
 as its scheduling keeps them together).
@@ -20,7 +21,7 @@ import re
 import subprocess
 from pathlib import Path
 
-import triton
+from pp3.audit.ptx import triton_tool
 
 Line = tuple[str, int]
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def line_table(cubin: Path) -> list[tuple[str, Line | None, Line | None]]:
     """Per SASS instruction in address order: its opcode, its source line, and the last pp3 line before it."""
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
-    text = subprocess.run([str(tool), "-c", "-gi", str(cubin)], capture_output=True, text=True, check=True).stdout
+    text = subprocess.run([str(triton_tool("nvdisasm")), "-c", "-gi", str(cubin)], capture_output=True, text=True,
+                          check=True).stdout
     out: list[tuple[str, Line | None, Line | None]] = []
     line: Line | None = None
     last_pp3: Line | None = None

@@ -280,9 +280,15 @@ def compile_launch(launch: Launch, *, default_options: bool = False) -> Any:
     return triton.compile(src, target=SM90, options=opts)
 
 
+def triton_tool(name: str) -> Path:
+    """One of the CUDA binary tools that Triton's wheel carries (cuobjdump, nvdisasm, ptxas): the same on every
+    machine that runs the audit, GPU or not."""
+    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+
+
 def sass_count(cubin: bytes) -> int:
     """Static SASS instructions of a cubin (Triton's own cuobjdump)."""
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    tool = triton_tool("cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
