@@ -697,7 +697,7 @@ def _gathered(
     row_ptr: tl.tensor,  # the row's raw logit bits
     v: tl.tensor,  # entries in the row
     scratch_ptr: tl.tensor,  # the selected blocks' indices (n_sel of them)
-    g0: tl.tensor,  # the first of them in this step
+    g0: tl.tensor | int,  # the first of them in this step
     n_sel: tl.tensor,
     tau: tl.tensor,  # uint32 value bound
     KIND: tl.constexpr,
