@@ -697,16 +697,14 @@ def _gathered(
     row_ptr: tl.tensor,  # the row's raw logit bits
     v: tl.tensor,  # entries in the row
     scratch_ptr: tl.tensor,  # the selected blocks' indices (n_sel of them)
-    g0: tl.tensor | int,  # the first of them in this step
+    gi: tl.tensor,  # [GATHER] the places in that list of this step's blocks
     n_sel: tl.tensor,
     tau: tl.tensor,  # uint32 value bound
     KIND: tl.constexpr,
     BLK: tl.constexpr,
-    GATHER: tl.constexpr,
 ) -> tuple[tl.tensor, tl.tensor]:
-    """Selected blocks g0 .. g0 + GATHER - 1 as a [GATHER, BLK] tile: its survivors' keys (0 elsewhere) and whether
-    each entry survives (finite, value >= tau)."""
-    gi = g0 + tl.arange(0, GATHER)
+    """The selected blocks at places gi (those below n_sel) as a [GATHER, BLK] tile: its survivors' keys (0 elsewhere)
+    and whether each entry survives (finite, value >= tau)."""
     blk = tl.load(scratch_ptr + gi, mask=gi < n_sel, other=0, cache_modifier=".cg").to(tl.int32)
     offs = blk[:, None] * BLK + tl.arange(0, BLK)[None, :]
     live = (gi < n_sel)[:, None] & (offs < v)
@@ -778,7 +776,7 @@ def _survivors(
         if n_sel <= GATHER:
             # 2a. One gather. A block holding at most two survivors holds them as its largest two keys (0 for none),
             # so with at most two in every block the survivors are the blocks' top two: their first K by one network.
-            key, passed = _gathered(row_ptr, v, scratch_ptr, 0, n_sel, tau, KIND, BLK, GATHER)
+            key, passed = _gathered(row_ptr, v, scratch_ptr, tl.arange(0, GATHER), n_sel, tau, KIND, BLK)
             if _at_most_two(passed):
                 top1, top2 = _top_two(key)
                 # A set: any order of the 2 GATHER keys will do (can_reorder keeps the join in its registers).
@@ -789,7 +787,8 @@ def _survivors(
         else:
             # 2b. Their entries with a value >= tau, appended to scratch_ptr[CAP ..], GATHER blocks at a time.
             for g0 in range(0, n_sel, GATHER):
-                key, passed = _gathered(row_ptr, v, scratch_ptr, g0, n_sel, tau, KIND, BLK, GATHER)
+                key, passed = _gathered(row_ptr, v, scratch_ptr, g0 + tl.arange(0, GATHER), n_sel, tau, KIND,
+                                        BLK)
                 count = _append(key, passed, count, scratch_ptr + CAP, CAP)
     return count, top
 
