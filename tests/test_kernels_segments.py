@@ -1,13 +1,11 @@
 """The segment selector (``propose`` on one tensor: launches A, B and C of ``pp3/kernels/_select.py``, or A and C
 alone when C gathers; every check runs both ways) against the reference, bit for bit, on the rows that test its bound
 and its fallback: Gaussian rows (survivors well under CAP/2), exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors,
-64 / 65 / 128 / 129 blocks at the bound (gather steps, the scan), a block with two or three survivors (C's top two
-of every block, or its compaction), the selection in steps, segments sharing buckets,
+64 / 65 / 128 / 129 blocks at the bound (gather steps, the scan), the selection in steps, segments sharing buckets,
 ties at the bound, rows masked to a few finite entries (spread out or contiguous), sorted rows and all-equal rows
 (the fallback scan), every row class in one batch, and calls one after another (the buckets and counters left as
 they were found). Planted bugs (a bound one too tight, launch B's pre-check of it one too high, C's selection one
-block short, its gather one too tight, its top two one short or taken with three survivors in a block, a bitonic merge
-one exchange short, the fallback scan one entry short) fail
+block short, its gather one too tight, a bitonic merge one exchange short, the fallback scan one entry short) fail
 these tests.
 
 Runs through Triton's interpreter on the CPU or natively on a CUDA GPU.
@@ -118,20 +116,6 @@ def test_blocks_at_the_bound(extras: int) -> None:
     _check(_blocks_at_the_bound(extras), what=f"{32 + extras} blocks")
 
 
-def _crowded_block(n: int) -> np.ndarray[Any, Any]:
-    """``_blocks_at_the_bound(0)`` (32 blocks reach tau = 42, one survivor each) with n - 1 more entries 50.5,
-    50.25, ... in the block of the spike 50: that block holds n survivors, and every one of them is among the first
-    K (they push the spikes 42, 43, ... out). n = 2: C ranks the blocks' top two; n = 3: it compacts the survivors."""
-    x = _blocks_at_the_bound(0)
-    x[0, 40 * 32 + 6 + np.arange(n - 1)] = 50.0 + 0.5 ** (1 + np.arange(n - 1))
-    return x
-
-
-@pytest.mark.parametrize("n", [2, 3])
-def test_a_block_with_two_or_three_survivors(n: int) -> None:
-    _check(_crowded_block(n), what=f"{n} in a block")
-
-
 def test_the_selection_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     """C's selection over the block maxima in steps of 64 (SEGMENT_SELECT is 4096: one step up to V = 262144): the
     Gaussian rows, the block edges and a ragged row end give the same bits."""
@@ -237,9 +221,9 @@ _SURVIVORS = _select._survivors
 @triton.jit
 def _last_block_unread(row_ptr: tl.tensor, v: tl.tensor, block_ptr: tl.tensor, n_blk: tl.tensor, tau: tl.tensor,
                        scratch_ptr: tl.tensor, KIND: tl.constexpr, BLK: tl.constexpr, BC: tl.constexpr,
-                       GATHER: tl.constexpr, CAP: tl.constexpr, K: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
+                       GATHER: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
     """A planted bug: C's selection stops one block short of the row's end."""
-    return _SURVIVORS(row_ptr, v, block_ptr, n_blk - 1, tau, scratch_ptr, KIND, BLK, BC, GATHER, CAP, K)
+    return _SURVIVORS(row_ptr, v, block_ptr, n_blk - 1, tau, scratch_ptr, KIND, BLK, BC, GATHER, CAP)
 
 
 def test_a_selection_one_block_short_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,9 +239,9 @@ def test_a_selection_one_block_short_is_caught(monkeypatch: pytest.MonkeyPatch) 
 @triton.jit
 def _gather_one_too_tight(row_ptr: tl.tensor, v: tl.tensor, block_ptr: tl.tensor, n_blk: tl.tensor, tau: tl.tensor,
                           scratch_ptr: tl.tensor, KIND: tl.constexpr, BLK: tl.constexpr, BC: tl.constexpr,
-                          GATHER: tl.constexpr, CAP: tl.constexpr, K: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
+                          GATHER: tl.constexpr, CAP: tl.constexpr) -> tl.tensor:
     """A planted bug: C selects and gathers against a bound one above tau, so entries at tau are dropped."""
-    return _SURVIVORS(row_ptr, v, block_ptr, n_blk, tau + 1, scratch_ptr, KIND, BLK, BC, GATHER, CAP, K)
+    return _SURVIVORS(row_ptr, v, block_ptr, n_blk, tau + 1, scratch_ptr, KIND, BLK, BC, GATHER, CAP)
 
 
 def test_a_gather_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -268,35 +252,6 @@ def test_a_gather_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> No
     for x in (threshold_case("fp32", 64, 0, tile=32).logits32(), _blocks_at_the_bound(40)):
         with pytest.raises(AssertionError):
             _check(x, launch=GATHER, what="gather too tight")
-
-
-_TOP_TWO = _select._top_two
-
-
-@triton.jit
-def _second_dropped(key: tl.tensor) -> tuple[tl.tensor, tl.tensor]:
-    """A planted bug: C ranks the blocks' largest keys alone."""
-    top1, top2 = _TOP_TWO(key)
-    return top1, top2 * 0
-
-
-@triton.jit
-def _three_allowed(passed: tl.tensor) -> tl.tensor:
-    """A planted bug: C ranks the blocks' top two whatever their survivors."""
-    return tl.max(tl.sum(passed.to(tl.int32), axis=1)) <= 3
-
-
-@pytest.mark.parametrize("n", [2, 3])
-def test_a_block_with_more_than_its_top_ranked_is_caught(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
-    """The block with two survivors: ranking only the blocks' maxima loses one; with three: taking the top two path
-    anyway loses the third."""
-    _interpreter_only()
-    if n == 2:
-        monkeypatch.setattr(_select, "_top_two", _second_dropped)
-    else:
-        monkeypatch.setattr(_select, "_at_most_two", _three_allowed)
-    with pytest.raises(AssertionError):
-        _check(_crowded_block(n), launch=GATHER, what=f"planted, {n} in a block")
 
 
 @triton.jit

@@ -693,52 +693,6 @@ def _segment_filter_kernel(
 
 
 @triton.jit
-def _gathered(
-    row_ptr: tl.tensor,  # the row's raw logit bits
-    v: tl.tensor,  # entries in the row
-    scratch_ptr: tl.tensor,  # the selected blocks' indices (n_sel of them)
-    gi: tl.tensor,  # [GATHER] the places in that list of this step's blocks
-    n_sel: tl.tensor,
-    tau: tl.tensor,  # uint32 value bound
-    KIND: tl.constexpr,
-    BLK: tl.constexpr,
-) -> tuple[tl.tensor, tl.tensor]:
-    """The selected blocks at places gi (those below n_sel) as a [GATHER, BLK] tile: its survivors' keys (0 elsewhere)
-    and whether each entry survives (finite, value >= tau)."""
-    blk = tl.load(scratch_ptr + gi, mask=gi < n_sel, other=0, cache_modifier=".cg").to(tl.int32)
-    offs = blk[:, None] * BLK + tl.arange(0, BLK)[None, :]
-    live = (gi < n_sel)[:, None] & (offs < v)
-    bits = _widen_bits(tl.load(row_ptr + offs, mask=live, other=0), KIND)
-    passed = live & (_value_key(bits) >= tau)
-    return tl.where(passed, _order_key(bits, offs), 0), passed
-
-
-@triton.jit
-def _append(key: tl.tensor, passed: tl.tensor, count: tl.tensor, scratch_ptr: tl.tensor, CAP: tl.constexpr
-            ) -> tl.tensor:
-    """A gathered tile's survivors appended to ``scratch_ptr[count ..]`` (the first CAP slots kept), block by block;
-    the new count."""
-    p32 = passed.to(tl.int32)
-    per_block = tl.sum(p32, axis=1)
-    pos = count + (tl.cumsum(per_block, axis=0) - per_block)[:, None] + tl.cumsum(p32, axis=1) - 1
-    tl.store(scratch_ptr + pos, key.to(tl.int64, bitcast=True), mask=passed & (pos < CAP))
-    return count + tl.sum(per_block)
-
-
-@triton.jit
-def _at_most_two(passed: tl.tensor) -> tl.tensor:
-    """Whether no block (row) of a gathered tile holds more than two survivors."""
-    return tl.max(tl.sum(passed.to(tl.int32), axis=1)) <= 2
-
-
-@triton.jit
-def _top_two(key: tl.tensor) -> tuple[tl.tensor, tl.tensor]:
-    """Each row's largest and second largest key (0 where there is none; keys are unique but for 0s)."""
-    top1 = tl.max(key, axis=1)
-    return top1, tl.max(tl.where(key == top1[:, None], 0, key), axis=1)
-
-
-@triton.jit
 def _survivors(
     row_ptr: tl.tensor,  # the row's raw logit bits
     v: tl.tensor,  # entries in the row
@@ -751,13 +705,10 @@ def _survivors(
     BC: tl.constexpr,  # block maxima per step of the selection, a power of two
     GATHER: tl.constexpr,  # blocks per gather step, a power of two
     CAP: tl.constexpr,  # survivor slots
-    K: tl.constexpr,  # 32
-) -> tuple[tl.tensor, tl.tensor]:
-    """The row's finite entries with a value >= tau (the survivors): (-1, their first K as a set) when at most
-    GATHER blocks hold them and none holds more than two (the usual case: the survivors are each block's largest two
-    keys, ranked straight from the gathered tile); else (their number, zeros) with their keys written to
-    ``scratch_ptr[CAP ..]`` (the first CAP of them), the number 2^30 when more than CAP blocks hold one (then more
-    than CAP entries survive, and the caller scans the row)."""
+) -> tl.tensor:
+    """The number of the row's finite entries with a value >= tau (the survivors), their keys written to
+    ``scratch_ptr[CAP ..]`` (the first CAP of them); 2^30 when more than CAP blocks hold one (then more than CAP
+    entries survive, and the caller scans the row)."""
     tau_f = _value_bits(tau).to(tl.float32, bitcast=True)  # okey(x) >= tau iff x >= tau_f (x finite or -inf)
     # 1. The blocks whose maximum reaches tau: their indices compacted into scratch_ptr[0 .. CAP - 1].
     n_sel = tl.zeros((), tl.int32)
@@ -768,29 +719,25 @@ def _survivors(
         tl.store(scratch_ptr + at, bi.to(tl.int64), mask=sel & (at < CAP))
         n_sel += tl.sum(sel.to(tl.int32))
     count = tl.zeros((), tl.int32)
-    top = tl.zeros([K], tl.uint64)
     if n_sel > CAP:
         count = tl.full((), 1 << 30, tl.int32)
     else:
         tl.debug_barrier()  # the indices stored above are visible to the whole program after this barrier
-        if n_sel <= GATHER:
-            # 2a. One gather. A block holding at most two survivors holds them as its largest two keys (0 for none),
-            # so with at most two in every block the survivors are the blocks' top two: their first K by one network.
-            key, passed = _gathered(row_ptr, v, scratch_ptr, tl.arange(0, GATHER), n_sel, tau, KIND, BLK)
-            if _at_most_two(passed):
-                top1, top2 = _top_two(key)
-                # A set: any order of the 2 GATHER keys will do (can_reorder keeps the join in its registers).
-                top = _bitonic(tl.reshape(tl.join(top1, top2), [2 * GATHER], can_reorder=True), K, True, False)
-                count = tl.full((), -1, tl.int32)
-            else:
-                count = _append(key, passed, count, scratch_ptr + CAP, CAP)
-        else:
-            # 2b. Their entries with a value >= tau, appended to scratch_ptr[CAP ..], GATHER blocks at a time.
-            for g0 in range(0, n_sel, GATHER):
-                key, passed = _gathered(row_ptr, v, scratch_ptr, g0 + tl.arange(0, GATHER), n_sel, tau, KIND,
-                                        BLK)
-                count = _append(key, passed, count, scratch_ptr + CAP, CAP)
-    return count, top
+        # 2. Their entries with a value >= tau, appended to scratch_ptr[CAP ..], GATHER blocks at a time.
+        for g0 in range(0, n_sel, GATHER):
+            gi = g0 + tl.arange(0, GATHER)
+            blk = tl.load(scratch_ptr + gi, mask=gi < n_sel, other=0, cache_modifier=".cg").to(tl.int32)
+            offs = blk[:, None] * BLK + tl.arange(0, BLK)[None, :]
+            live = (gi < n_sel)[:, None] & (offs < v)
+            bits = _widen_bits(tl.load(row_ptr + offs, mask=live, other=0), KIND)
+            passed = live & (_value_key(bits) >= tau)
+            p32 = passed.to(tl.int32)
+            per_block = tl.sum(p32, axis=1)
+            pos = count + (tl.cumsum(per_block, axis=0) - per_block)[:, None] + tl.cumsum(p32, axis=1) - 1
+            key = _order_key(bits, offs)
+            tl.store(scratch_ptr + CAP + pos, key.to(tl.int64, bitcast=True), mask=passed & (pos < CAP))
+            count += tl.sum(per_block)
+    return count
 
 
 @triton.jit
@@ -880,13 +827,11 @@ def _segment_merge_kernel(
     if sampled:
         row_ptr = x_ptr + b * stride_row
         if GATHERED:
-            count, top = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, _row_bound(values, K), scratch, KIND,
-                                    BLK, BC, GATHER, CAP, K)
+            count = _survivors(row_ptr, v, block_ptr + b * n_blk, n_blk, _row_bound(values, K), scratch, KIND, BLK, BC,
+                               GATHER, CAP)
             tl.debug_barrier()  # the survivors stored by _survivors are visible to the whole program after this
             first = tl.load(surv + half, mask=half < count, other=0, cache_modifier=".cg")
-        if count < 0:
-            pass  # _survivors ranked them: top is the first K
-        elif count <= CAP // 2:  # the usual case without C's gather: a bitonic top-K of CAP/2
+        if count <= CAP // 2:  # the usual case: a bitonic top-K of CAP/2
             few = tl.where(half < count, first, 0).to(tl.uint64, bitcast=True)
             top = _bitonic(few, K, True, False)  # the first K as a set: _row_outputs orders them
         elif count <= CAP:
