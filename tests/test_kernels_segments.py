@@ -1,7 +1,8 @@
 """The segment selector (``propose`` on one tensor: launches A, B and C of ``pp3/kernels/_select.py``, or A and C
 alone when C gathers; every check runs both ways) against the reference, bit for bit, on the rows that test its bound
 and its fallback: Gaussian rows (survivors well under CAP/2), exactly CAP/2, CAP/2 + 1, CAP and CAP + 1 survivors,
-64 / 65 / 128 / 129 blocks at the bound (gather steps, the scan), the selection in steps, segments sharing buckets,
+64 / 65 / 128 / 129 blocks at the bound (gather steps, the scan), a block with two or three survivors, the selection
+in steps, segments sharing buckets,
 ties at the bound, rows masked to a few finite entries (spread out or contiguous), sorted rows and all-equal rows
 (the fallback scan), every row class in one batch, and calls one after another (the buckets and counters left as
 they were found). Planted bugs (a bound one too tight, launch B's pre-check of it one too high, C's selection one
@@ -75,18 +76,36 @@ def test_c_gathers_from_16_rows_at_8_warps() -> None:
 
 def test_segment_size_fills_every_bucket_and_shortens_small_batches() -> None:
     """config.segment_size: at V = 163840 the sizes measured best on the H200 (records/2026-12-04/e5: 256 at B = 1
-    and 2, 512 at B = 4, 1024 from B = 8 on); everywhere a power of two in 32 .. 1024 that fills the 64 buckets when
-    the row allows it, never below 256 for the batch's sake."""
+    and 2, 512 at B = 4, 1024 from B = 8 on; records/2026-12-10/k1: 2048 when C gathers); everywhere a power of two in
+    32 .. 1024 (2048 when C gathers) that fills the 64 buckets when the row allows it, never below 256 for the batch's
+    sake."""
     from pp3.kernels.config import SEGMENT_BUCKETS, segment_size
 
     assert [segment_size(163840, b) for b in (1, 2, 4, 8, 16, 64, 1024)] == [256, 256, 512, 1024, 1024, 1024, 1024]
-    for v in (1, 31, 100, 2048, 5000, 32000, 128256, 151936, 163840, 262144, 1 << 20):
-        by_row = segment_size(v, 1 << 20)  # a batch large enough that only the row's rule counts
-        assert by_row & (by_row - 1) == 0 and 32 <= by_row <= 1024
-        assert by_row == 32 or -(-v // by_row) >= SEGMENT_BUCKETS
-        for b in (1, 2, 4, 8, 64):
-            s = segment_size(v, b)
-            assert s == by_row or 256 <= s < by_row, (v, b, s)
+    assert [segment_size(163840, b, True) for b in (16, 64)] == [2048, 2048]
+    assert segment_size(128256, 64, True) == 1024  # 63 segments of 2048 would leave a bucket empty
+    for gather, top in ((False, 1024), (True, 2048)):
+        for v in (1, 31, 100, 2048, 5000, 32000, 128256, 151936, 163840, 262144, 1 << 20):
+            by_row = segment_size(v, 1 << 20, gather)  # a batch large enough that only the row's rule counts
+            assert by_row & (by_row - 1) == 0 and 32 <= by_row <= top
+            assert by_row == 32 or -(-v // by_row) >= SEGMENT_BUCKETS
+            for b in (1, 2, 4, 8, 64):
+                s = segment_size(v, b, gather)
+                assert s == by_row or 256 <= s < by_row, (v, b, s)
+
+
+def _crowded_block(n: int) -> np.ndarray[Any, Any]:
+    """``_blocks_at_the_bound(0)`` (32 blocks reach tau = 42, one survivor each) with n - 1 more entries 50.5,
+    50.25, ... in the block of the spike 50: that block holds n survivors, every one of them among the first K (they
+    push the spikes 42, 43, ... out)."""
+    x = _blocks_at_the_bound(0)
+    x[0, 40 * 32 + 6 + np.arange(n - 1)] = 50.0 + 0.5 ** (1 + np.arange(n - 1))
+    return x
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_block_with_two_or_three_survivors(n: int) -> None:
+    _check(_crowded_block(n), what=f"{n} in a block")
 
 
 @pytest.mark.parametrize("v", [2048, 5000])  # 64 segments (one per bucket); 157 (sharing buckets)

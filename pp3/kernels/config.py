@@ -102,13 +102,16 @@ def auto_tile(v: int) -> int:
     return t
 
 
-def segment_size(v: int, b: int) -> int:
+def segment_size(v: int, b: int, gather: bool = False) -> int:
     """The segment selector's entries per program for ``b`` rows of ``v`` entries: the largest power of two in
-    32 .. 1024 that cuts a row into at least SEGMENT_BUCKETS segments (every bucket filled: then each holds the maximum
-    of about v / SEGMENT_BUCKETS entries, and the bound is as tight as with more segments; 32 for shorter rows), halved
-    down to 256 while a launch has fewer than SEGMENT_PROGRAMS programs (small batches: shorter chains per program).
-    Measured on the H200 (bench/NOTES.md, "Selector: bitonic networks in the segment selector")."""
-    s = 1024
+    32 .. 1024 (2048 when C gathers, ``segment_gathers``) that cuts a row into at least SEGMENT_BUCKETS segments
+    (every bucket filled: then each holds the maximum of about v / SEGMENT_BUCKETS entries, and the bound is as tight
+    as with more segments; 32 for shorter rows), halved down to 256 while a launch has fewer than SEGMENT_PROGRAMS
+    programs (small batches: shorter chains per program). Measured on the H200 (bench/NOTES.md, "Selector: bitonic
+    networks in the segment selector"; 2048 when C gathers: "Selector: the blocks' top two, and launch A's segments
+    when C gathers"): launch B's one-warp programs hold 32 entries per lane at 1024, while when C gathers only launch
+    A reads segments, and 2048 halves its programs and bucket atomics."""
+    s = 2048 if gather else 1024
     while s > 32 and -(-v // s) < SEGMENT_BUCKETS:
         s //= 2
     while s > 256 and b * -(-v // s) < SEGMENT_PROGRAMS:

@@ -197,9 +197,9 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
     (``_workspace``) are left as found."""
     b, v = x.shape
     dev = x.device
-    seg = launch.segment or segment_size(v, b)
-    n_seg = triton.cdiv(v, seg)
     gather = segment_gathers(b, launch)
+    seg = launch.segment or segment_size(v, b, gather)
+    n_seg = triton.cdiv(v, seg)
     blk = min(SEGMENT_BLOCK, seg)
     n_blk = n_seg * (seg // blk)
     nb, nbp = SEGMENT_BUCKETS, triton.next_power_of_2(SEGMENT_BUCKETS)
