@@ -19,7 +19,10 @@ torch = pytest.importorskip("torch")
 if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
     pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU", allow_module_level=True)
 
-from pp3.kernels import _workspace  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from pp3.kernels import _accept, _workspace  # noqa: E402
 from pp3.kernels import uniform_below as uniform_below_dev  # noqa: E402
 from pp3.kernels import verify as verify_dev  # noqa: E402
 from pp3.reference import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, float32_to_bf16_bits, uniform_below, verify  # noqa: E402
@@ -294,6 +297,59 @@ def test_a_screen_margin_too_small_is_caught(monkeypatch: pytest.MonkeyPatch) ->
     case = _screened_case()
     with pytest.raises(AssertionError):
         same(case, 16)
+
+
+@triton.jit
+def _floor_counts_probe(w_ptr: Any, s_ptr: Any, near: Any, c_ptr: Any, unsure_ptr: Any, N: tl.constexpr) -> None:
+    i = tl.program_id(0)
+    s = tl.load(s_ptr + i)
+    w = tl.load(w_ptr + i * N + tl.arange(0, N)).to(tl.float64)
+    c, unsure = _accept._floor_counts_fast(w, _accept.P_TICKETS_F / s, near)
+    tl.store(c_ptr + i * N + tl.arange(0, N), c)
+    tl.store(unsure_ptr + i, unsure)
+
+
+def test_fast_floor_counts_are_the_division_or_unsure() -> None:
+    """Launch 6 counts floor(fl64(w 2^40) / S) by one multiplication by fl64(2^40 / S) and divides a tile where that
+    is unsure (``_accept._floor_counts_fast``, proved there). Rows of random weights (zeros and w = 1 included): sure,
+    and equal to the division. Rows where every w 2^40 / S is an integer k (w = d k 2^-40 with S = d, k < 2^15, odd
+    d < 2^9 whose fl64(2^40 / d) lies furthest below 2^40 / d): there the product's floor is k - 1 for some entries
+    (checked here, so the test can fail), so the helper must say unsure."""
+    from pp3.kernels import accept
+
+    rng = np.random.default_rng(7)
+    n_rows, width = 6, 64
+    w = np.exp(rng.uniform(-30.0, 0.0, (n_rows, width))).astype(np.float32)
+    w[:, 0] = 1.0
+    w[0, 1:9] = 0.0
+    s = rng.uniform(1.0, 5000.0, n_rows)
+    for r, d in zip(range(3, n_rows), (503.0, 479.0, 491.0), strict=True):
+        k = rng.integers(3 << 13, 1 << 15, width).astype(np.float64)
+        w[r] = (d * k / 2.0**40).astype(np.float32)  # exact: d k < 2^24, times a power of two
+        s[r] = d
+    want = np.floor((w.astype(np.float64) * 2.0**40) / s[:, None]).astype(np.int64)
+    product = np.floor(w.astype(np.float64) * (2.0**40 / s)[:, None]).astype(np.int64)
+    assert (product != want)[3:].any(axis=1).all()
+    c = torch.empty((n_rows, width), dtype=torch.int64, device=DEV)
+    unsure = torch.empty(n_rows, dtype=torch.int32, device=DEV)
+    _floor_counts_probe[(n_rows,)](torch.from_numpy(w).to(DEV), torch.from_numpy(s).to(DEV), accept.count_margin(),
+                                   c, unsure, N=width)
+    assert unsure.tolist() == [0, 0, 0, 1, 1, 1]
+    assert_equal(c.cpu().numpy()[:3], want[:3], "floor counts of the sure rows")
+
+
+@pytest.mark.parametrize("margin", ["default", "raised"])
+def test_residual_counts_by_the_reciprocal_and_by_the_division(margin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Launch 6's plain floor counts: by the reciprocal of S (the default margin: almost every tile), and with the
+    margin raised to 1 by the division in every tile that holds a nonzero weight (``_floor_counts_fast`` is then
+    unsure of it). Both must equal the reference's residual draws."""
+    from pp3.kernels import accept
+
+    if margin == "raised":
+        monkeypatch.setattr(accept, "count_margin", lambda: 1.0)
+    case = _screened_case()
+    case["target_logits"][0, :, 5:] = -np.inf  # S = 1 + ... on few entries: exact quotients, unsure tiles
+    same(case, 16)
 
 
 @pytest.mark.parametrize("temp", [2.0**-126, 0.25, 1.0, 2.0, 2.0**127])

@@ -73,6 +73,34 @@ def _floor_count(w: tl.tensor, s: tl.tensor) -> tl.tensor:
     return ((w * P_TICKETS_F) / s).to(tl.int64)  # type: ignore[no-any-return]
 
 
+TWO_52 = tl.constexpr(4503599627370496.0)  # 2^52: (q + 2^52) - 2^52 = rint(q) for 0 <= q < 2^51
+TWO_52_BITS = tl.constexpr(0x4330000000000000)  # the fp64 bits of 2^52
+
+
+@triton.jit
+def _floor_counts_fast(w: tl.tensor, inv: tl.tensor, near: tl.tensor) -> tuple[tl.tensor, tl.tensor]:
+    """``_floor_count(w, S)`` of a vector of weights w >= 0 by one multiplication by ``inv`` = fl64(2^40 / S) per
+    entry instead of a division, and whether the vector holds an entry too close to an integer to tell (then the
+    counts may be wrong and the caller divides). ``near``: 2^-49 (``accept.count_margin``; any larger value only
+    flags more entries).
+
+    Proof that the counts of an unflagged vector are the division's. With u = 2^-53, x = w 2^40 / S (real) and
+    q = fl64(w inv), q = x (1 + d1)(1 + d2), |d1|, |d2| <= u, so |q - x| < 2^-51.9 x, and x <= 2^40 (w <= 1 <= S:
+    row a's largest weight is expf(0) = 1). Then r = (q + 2^52) - 2^52 = rint(q) exactly (q < 2^51: the sum lies in
+    [2^52, 2^53), where the spacing is 1) and f = q - r is exact (|f| <= 1/2; Sterbenz for r >= 1, f = q for r = 0).
+    If q > 0 and |f| > 2^-49 q, no integer lies within 2^-49 q of q, so none within 2^-50 x of x: floor(x) =
+    floor(q), and fl64(x) stays on the same side of every integer (it moves x by at most u x < 2^-50 x, and integers
+    below 2^53 are fp64 numbers), so floor(fl64(x)) = floor(q) = r - [f < 0], read from the bits of q + 2^52. If
+    q = 0 then w = 0 (w > 0 is at least 2^-149 and inv at least 2^40 / V) and the count is 0. An entry is flagged
+    with probability about 2^-48 q, and the q of a row sum to at most 2^40: about 2^-8 of the rows that draw have
+    a flagged tile, or fewer."""
+    q = w * inv
+    big = q + TWO_52
+    f = q - (big - TWO_52)
+    c = big.to(tl.int64, bitcast=True) - TWO_52_BITS - (f < 0.0).to(tl.int64)
+    return c, tl.max(((q != 0.0) & (tl.abs(f) <= q * near)).to(tl.int32))
+
+
 @triton.jit
 def _lemire_step(
     w: tl.tensor, s: tl.tensor, t: tl.tensor, out: tl.tensor, done: tl.tensor
@@ -129,7 +157,8 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 #      marked one): the §11.4 P4 subtree sums of the weights; the row's S.
 #   4. Only for marked requests, CHUNK tiles per program: the P5 floor counts of every target row; the row's R.
 #   5. Only for marked requests: launch 2's chain again, with S and R (the same code with ``have_r``).
-#   6. Per tile of row (b, a) of every request that draws (§11.7): the sum of the plain floor counts c, and the sum
+#   6. Per tile of row (b, a) of every request that draws (§11.7): the sum of the plain floor counts c (by the
+#      reciprocal of S; by the division in the rare tiles too close to an integer to tell), and the sum
 #      of min(c(y), Q*(y) 2^16) over the slots of Q* in the tile but g's. Since r = P - min(P, Q* 2^16), the
 #      residual's tile sums follow from these and R = 2^40 - (the sum of c), which the row's last program forms with
 #      g's own term; it draws U below their sum (§11.5) and finds the tile t* that holds the draw.
@@ -526,6 +555,7 @@ def _verify_residual_kernel(
     pos_ptr: tl.tensor,  # [B] uint64 absolute position of draft 0 (int64 bits)
     c_ptr: tl.tensor,  # fp64 constants of §6
     dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
+    near: tl.tensor,  # fp32 scalar: _floor_counts_fast's margin (accept.count_margin, a power of two)
     state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's or 5's state (ST_*)
     plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c (drawing rows)
     corr_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of min(c, Q* 2^16) at Q*'s slots but g
@@ -537,6 +567,7 @@ def _verify_residual_kernel(
     NTP: tl.constexpr,
 ) -> None:
     # Launch 6: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
+    # The plain counts by the reciprocal of S (_floor_counts_fast); a tile it is unsure of, by the division.
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
@@ -553,8 +584,11 @@ def _verify_residual_kernel(
         w_row = w_ptr + b * v
         offs = t * TILE + tl.arange(0, TILE)
         in_row = offs < v
-        c = _floor_count(_row_a_weights(row, w_row, offs, in_row, m, temp, c_ptr, stored, KIND), s)
-        tl.store(plain_ptr + pid, tl.sum(tl.where(in_row, c, 0)))
+        w = tl.where(in_row, _row_a_weights(row, w_row, offs, in_row, m, temp, c_ptr, stored, KIND), 0.0)
+        c, unsure = _floor_counts_fast(w, P_TICKETS_F / s, near)
+        if unsure != 0:
+            c = _floor_count(w, s)
+        tl.store(plain_ptr + pid, tl.sum(c))
         sbase = (b * D + tl.minimum(a, D - 1)) * K
         # Draft a's slots are Q* only if draft a was rejected (it is then valid: ascending IDs, empty slots -1); for
         # the bonus they may hold anything (a failed draft at n, read as garbage), so only slots `here` count.

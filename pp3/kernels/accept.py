@@ -15,7 +15,7 @@ from pp3.kernels import checks, launchers, screen
 from pp3.kernels.buffers import RowKeys, Verdict
 from pp3.reference._constants import K
 
-__all__ = ["Verdict", "expf_screen", "remainder_bound", "screen_margin", "uniform_below", "verify"]
+__all__ = ["Verdict", "count_margin", "expf_screen", "remainder_bound", "screen_margin", "uniform_below", "verify"]
 
 
 def verify(
@@ -57,7 +57,7 @@ def verify_args(
     tile: Any,
     out: Any,
 ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, RowKeys, int, float,
-           Verdict]:
+           float, Verdict]:
     """The arguments of ``verify``, checked, as ``launchers.verify`` takes them (the custom operators' fake
     implementations check through it too)."""
     x = checks.logits("target_logits", target_logits, dims=3)
@@ -74,7 +74,7 @@ def verify_args(
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
     dest = checks.verdict_out(out, b, d1, dev, [("target_logits", x), *drafts, *keys.named()])
     tok, dst, ids, tix = (a for _, a in drafts)
-    return x, t, tok, dst, ids, tix, keys, remainder_bound(v), screen_margin(), dest
+    return x, t, tok, dst, ids, tix, keys, remainder_bound(v), screen_margin(), count_margin(), dest
 
 
 def screen_margin() -> float:
@@ -83,6 +83,13 @@ def screen_margin() -> float:
     5 do, with the exact S); a larger margin only sends more tests there (the tests raise it to 1/2 to run that path
     for almost every test)."""
     return screen.SCREEN_MARGIN
+
+
+def count_margin() -> float:
+    """How close to an integer launch 6's fast floor count w fl64(2^40 / S) may come, relative to itself, before its
+    tile is counted again by the division (``_accept._floor_counts_fast``, where 2^-49 is proved enough); a larger
+    margin only sends more tiles to the division (the tests raise it to 1 to send every tile there)."""
+    return 2.0**-49
 
 
 def remainder_bound(v: int) -> int:

@@ -46,6 +46,7 @@ from pp3.kernels.config import (
     segment_warps,
     tile_cap,
     use_pdl,
+    verify_warps,
 )
 from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, K
 from pp3.reference.exponential import C2, C3, C4, C5, INV, L1, L2, ONE, SHIFT, TH, TL
@@ -313,13 +314,15 @@ def verify(
     keys: RowKeys,
     r_bound: int,
     margin: float,
+    near: float,
     out: Verdict,
 ) -> Verdict:
     """The verifier's seven launches (``_accept.py``) on target logits ``x`` [B, D+1, V] and the drafts [B, D] /
     [B, D, K], into ``out``. ``r_bound``: an upper bound on every remainder R (``accept.remainder_bound``);
-    ``margin``: S lies within S~ (1 +- margin) (``accept.screen_margin``; 1 +- margin must be fp32 numbers). The
-    last program of a row in launches 1, 3, 4 and 6 reduces the row's partials once, counted in with the row
-    counters of ``_workspace``, into per-row buffers the later launches read."""
+    ``margin``: S lies within S~ (1 +- margin) (``accept.screen_margin``; 1 +- margin must be fp32 numbers);
+    ``near``: launch 6's margin for its fast floor counts (``accept.count_margin``). The last program of a row in
+    launches 1, 3, 4 and 6 reduces the row's partials once, counted in with the row counters of ``_workspace``, into
+    per-row buffers the later launches read."""
     b, d1, v = x.shape
     d = d1 - 1
     dev = x.device
@@ -355,6 +358,7 @@ def verify(
     ntp_log = ntp.bit_length() - 1
     grid = (rows * n_tiles,)
     trees = {"TILE": tile, "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp_log}
+    fp64_warps = verify_warps(tile)
     _accept._verify_tiles_kernel[grid](
         *row, counters, peaks, keys.temperature, sums, cls, argmax, maxima, approx,
         D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
@@ -366,19 +370,18 @@ def verify(
     sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
     _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_sums_kernel[(b * n_tiles,)](
-        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS,
-        **EXACT,
+        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=fp64_warps, **EXACT,
     )
     _accept._verify_counts_kernel[(rows * n_prog,)](
         *row, counters, *weigh, total, state, counts, remainder, n_prog,
-        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
+        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=fp64_warps, **EXACT,
     )
     _accept._verify_rows_kernel[(b,)](*chain, 1, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_residual_kernel[(b * n_tiles,)](
         *row, counters, argmax, maxima, total, weights, keys.temperature, ids, tix, keys.seed, keys.round,
         keys.position,
-        consts, DOMAIN_RESIDUAL, state, plain, corr, draw, D=d, K=K, KIND=kind, TILE=tile, NTP=ntp,
-        num_warps=VERIFY_WARPS, **EXACT,
+        consts, DOMAIN_RESIDUAL, near, state, plain, corr, draw, D=d, K=K, KIND=kind, TILE=tile, NTP=ntp,
+        num_warps=fp64_warps, **EXACT,
     )
     _accept._verify_draw_kernel[(b,)](
         *logits, argmax, maxima, total, weights, keys.temperature, ids, tix, consts, state, draw, tokens,
