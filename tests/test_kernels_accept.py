@@ -300,7 +300,8 @@ def test_a_screen_margin_too_small_is_caught(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @triton.jit
-def _floor_counts_probe(w_ptr: Any, s_ptr: Any, near: Any, c_ptr: Any, unsure_ptr: Any, N: tl.constexpr) -> None:
+def _floor_counts_probe(w_ptr: tl.tensor, s_ptr: tl.tensor, near: tl.tensor, c_ptr: tl.tensor, unsure_ptr: tl.tensor,
+                        N: tl.constexpr) -> None:
     i = tl.program_id(0)
     s = tl.load(s_ptr + i)
     w = tl.load(w_ptr + i * N + tl.arange(0, N)).to(tl.float64)

@@ -73,6 +73,7 @@ def _floor_count(w: tl.tensor, s: tl.tensor) -> tl.tensor:
     return ((w * P_TICKETS_F) / s).to(tl.int64)  # type: ignore[no-any-return]
 
 
+UNSURE = tl.constexpr(-1)  # launch 6: a tile whose sum of counts c launch 7 forms by the division
 TWO_52 = tl.constexpr(4503599627370496.0)  # 2^52: (q + 2^52) - 2^52 = rint(q) for 0 <= q < 2^51
 TWO_52_BITS = tl.constexpr(0x4330000000000000)  # the fp64 bits of 2^52
 
@@ -158,12 +159,12 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 #   4. Only for marked requests, CHUNK tiles per program: the P5 floor counts of every target row; the row's R.
 #   5. Only for marked requests: launch 2's chain again, with S and R (the same code with ``have_r``).
 #   6. Per tile of row (b, a) of every request that draws (§11.7): the sum of the plain floor counts c (by the
-#      reciprocal of S; by the division in the rare tiles too close to an integer to tell), and the sum
-#      of min(c(y), Q*(y) 2^16) over the slots of Q* in the tile but g's. Since r = P - min(P, Q* 2^16), the
-#      residual's tile sums follow from these and R = 2^40 - (the sum of c), which the row's last program forms with
-#      g's own term; it draws U below their sum (§11.5) and finds the tile t* that holds the draw.
-#   7. Per request that draws: the residual over tile t* alone, its cumulative sum from the sums before t*, and the
-#      token: the first y with U < C(y).
+#      reciprocal of S; UNSURE in the rare tiles too close to an integer to tell), and the sum of min(c(y), Q*(y)
+#      2^16) over the slots of Q* in the tile but g's.
+#   7. Per request that draws: the UNSURE tiles' sums by the division; since r = P - min(P, Q* 2^16), the residual's
+#      tile sums follow from launch 6's and R = 2^40 - (the sum of c), with g's own term; U below their sum (§11.5),
+#      the tile t* that holds the draw, the residual over tile t* alone, its cumulative sum from the sums before t*,
+#      and the token: the first y with U < C(y).
 # A launch skips whole rows that no later launch reads; the skip depends on the row alone (values of an earlier
 # launch), so either every program of a row counts in or none does, and a skipped row's counter stays 0.
 
@@ -542,7 +543,6 @@ def _verify_residual_kernel(
     stride_j: tl.tensor,
     v: tl.tensor,
     n_tiles: tl.tensor,
-    cnt_ptr: tl.tensor,  # [>= B] int32 row counters, all 0
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     s_ptr: tl.tensor,  # [R] fp64: launch 3's S
@@ -550,24 +550,18 @@ def _verify_residual_kernel(
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
-    seed_ptr: tl.tensor,  # [B] uint64 seed (int64 bits)
-    round_ptr: tl.tensor,  # [B] uint64 round (int64 bits)
-    pos_ptr: tl.tensor,  # [B] uint64 absolute position of draft 0 (int64 bits)
     c_ptr: tl.tensor,  # fp64 constants of §6
-    dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
     near: tl.tensor,  # fp32 scalar: _floor_counts_fast's margin (accept.count_margin, a power of two)
     state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's or 5's state (ST_*)
-    plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c (drawing rows)
+    plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c, or UNSURE (drawing rows)
     corr_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of min(c, Q* 2^16) at Q*'s slots but g
-    draw_ptr: tl.tensor,  # [B, 3] int64 out: the tile t* of the draw, U less the residual before t*, and R
     D: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
-    NTP: tl.constexpr,
 ) -> None:
     # Launch 6: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
-    # The plain counts by the reciprocal of S (_floor_counts_fast); a tile it is unsure of, by the division.
+    # The plain counts by the reciprocal of S (_floor_counts_fast); a tile it is unsure of is left to launch 7.
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
@@ -586,9 +580,7 @@ def _verify_residual_kernel(
         in_row = offs < v
         w = tl.where(in_row, _row_a_weights(row, w_row, offs, in_row, m, temp, c_ptr, stored, KIND), 0.0)
         c, unsure = _floor_counts_fast(w, P_TICKETS_F / s, near)
-        if unsure != 0:
-            c = _floor_count(w, s)
-        tl.store(plain_ptr + pid, tl.sum(c))
+        tl.store(plain_ptr + pid, tl.where(unsure != 0, UNSURE, tl.sum(c)))
         sbase = (b * D + tl.minimum(a, D - 1)) * K
         # Draft a's slots are Q* only if draft a was rejected (it is then valid: ascending IDs, empty slots -1); for
         # the bonus they may hold anything (a failed draft at n, read as garbage), so only slots `here` count.
@@ -598,26 +590,17 @@ def _verify_residual_kernel(
         tile_corr = tl.where(here, tl.minimum(_slot_counts(row, w_row, ids, here, m, temp, s, c_ptr, stored, KIND), q),
                              0)
         tl.store(corr_ptr + pid, tl.sum(tile_corr))
-        if _last_of_row(cnt_ptr, b, n_tiles):
-            ti = tl.arange(0, NTP)
-            live = ti < n_tiles
-            plain = tl.load(plain_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
-            corr = tl.load(corr_ptr + b * n_tiles + ti, mask=live, other=0, cache_modifier=".cg")
-            rem = -tl.sum(plain) + P_TICKETS_I  # §11.4 P6 (int64, exact); -x + C: _common.TICKETS
-            pg = _floor_count(_row_a_weights(row, w_row, g, g < v, m, temp, c_ptr, stored, KIND), s) + rem  # P(g)
-            qg = tl.sum(tl.where(rejected & (ids == g), q, 0))  # Q*(g) 2^16
-            # r(g) = P(g) - min(P(g), Q*(g) 2^16), of which the plain tile sum holds c(g)
-            res = plain - corr + tl.where(ti == g // TILE, rem - tl.minimum(pg, qg), 0)
-            incl = tl.cumsum(res, axis=0)  # int64: exact
-            seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
-            rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
-            pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
-            u = _uniform_below(seed, rnd, pos + a.to(tl.uint64), dom_res.to(tl.uint64, bitcast=True),
-                               tl.sum(res).to(tl.uint64)).to(tl.int64)
-            tstar = tl.sum((live & (incl <= u)).to(tl.int32))  # C is nondecreasing: the tile of the first C(y) > U
-            tl.store(draw_ptr + 3 * b, tstar.to(tl.int64))
-            tl.store(draw_ptr + 3 * b + 1, u - tl.sum(tl.where(ti == tstar, incl - res, 0)))
-            tl.store(draw_ptr + 3 * b + 2, rem)
+
+
+@triton.jit
+def _tile_counts(row_ptr: tl.tensor, w_ptr: tl.tensor, t: tl.tensor, v: tl.tensor, m: tl.tensor, temp: tl.tensor,
+                 s: tl.tensor, c_ptr: tl.tensor, stored: tl.tensor, KIND: tl.constexpr,
+                 TILE: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
+    """Row a's P5 floor counts c over tile t by the division (0 past the row's end), and the tile's offsets."""
+    offs = t * TILE + tl.arange(0, TILE)
+    in_row = offs < v
+    c = _floor_count(_row_a_weights(row_ptr, w_ptr, offs, in_row, m, temp, c_ptr, stored, KIND), s)
+    return tl.where(in_row, c, 0), offs
 
 
 @triton.jit
@@ -626,6 +609,7 @@ def _verify_draw_kernel(
     stride_b: tl.tensor,
     stride_j: tl.tensor,
     v: tl.tensor,
+    n_tiles: tl.tensor,
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     s_ptr: tl.tensor,  # [R] fp64: launch 3's S
@@ -633,40 +617,72 @@ def _verify_draw_kernel(
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
+    seed_ptr: tl.tensor,  # [B] uint64 seed (int64 bits)
+    round_ptr: tl.tensor,  # [B] uint64 round (int64 bits)
+    pos_ptr: tl.tensor,  # [B] uint64 absolute position of draft 0 (int64 bits)
     c_ptr: tl.tensor,  # fp64 constants of §6
+    dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
     state_ptr: tl.tensor,  # [B, STATE] int32: the state (ST_*)
-    draw_ptr: tl.tensor,  # [B, 3] int64: launch 6's t*, U less the residual before t*, and R
+    plain_ptr: tl.tensor,  # [B, n_tiles] int64: launch 6's tile sums of c (UNSURE: counted here)
+    corr_ptr: tl.tensor,  # [B, n_tiles] int64: launch 6's tile sums of min(c, Q* 2^16) at Q*'s slots but g
     out_ptr: tl.tensor,  # [B, D+1] int32 out: the token at index a
     D: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
+    NTP: tl.constexpr,
 ) -> None:
-    # Launch 7: one program per request row. The token is t* TILE + the number of y of tile t* with C(y) <= U.
+    # Launch 7: one program per request that draws. The residual's tile sums from launch 6's (its UNSURE tiles
+    # counted here by the division, one at a time: rare) and R = 2^40 - (the sum of c) with g's own term; U below
+    # their sum (§11.5); the tile t* of the first C(y) > U; the token is t* TILE + the number of y of tile t* with
+    # C(y) <= U.
     b = tl.program_id(0).to(tl.int64)
     if tl.load(state_ptr + STATE * b + ST_DRAWS) != 0:
         a = tl.load(state_ptr + STATE * b + ST_A)
+        rejected = tl.load(state_ptr + STATE * b + ST_REJECTED) != 0
         r = b * (D + 1) + a
         row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
-        tstar = tl.load(draw_ptr + 3 * b)
-        offs = tstar * TILE + tl.arange(0, TILE)
-        in_row = offs < v
+        w_row = w_ptr + b * v
+        m = tl.load(m_ptr + r)
+        temp = tl.load(temp_ptr + b)
+        s = tl.load(s_ptr + r)
+        g = tl.load(g_ptr + r)
         stored = tl.load(state_ptr + STATE * b + ST_MARKED) == 0
-        w = _row_a_weights(row, w_ptr + b * v, offs, in_row, tl.load(m_ptr + r), tl.load(temp_ptr + b), c_ptr, stored,
-                           KIND)
-        c = _floor_count(w, tl.load(s_ptr + r))
-        c += tl.where(offs == tl.load(g_ptr + r), tl.load(draw_ptr + 3 * b + 2), 0)  # P = c + R at g (§11.4 P6)
-        if tl.load(state_ptr + STATE * b + ST_REJECTED) != 0:  # rejected: Q* = draft a's q, at the slots inside tile t*
-            sbase = (b * D + a) * K
-            ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
+        ti = tl.arange(0, NTP)
+        live = ti < n_tiles
+        plain = tl.load(plain_ptr + b * n_tiles + ti, mask=live, other=0)
+        corr = tl.load(corr_ptr + b * n_tiles + ti, mask=live, other=0)
+        for _ in range(tl.sum((plain == UNSURE).to(tl.int32))):
+            tu = tl.min(tl.where(plain == UNSURE, ti, NTP))
+            cu, _offs = _tile_counts(row, w_row, tu, v, m, temp, s, c_ptr, stored, KIND, TILE)
+            plain = tl.where(ti == tu, tl.sum(cu), plain)
+        rem = -tl.sum(plain) + P_TICKETS_I  # §11.4 P6 (int64, exact); -x + C: _common.TICKETS
+        pg = _floor_count(_row_a_weights(row, w_row, g, g < v, m, temp, c_ptr, stored, KIND), s) + rem  # P(g)
+        sbase = (b * D + tl.minimum(a, D - 1)) * K  # draft a's slots: Q* if rejected (launch 6)
+        ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
+        q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
+        qg = tl.sum(tl.where(rejected & (ids == g), q, 0))  # Q*(g) 2^16
+        # r(g) = P(g) - min(P(g), Q*(g) 2^16), of which the plain tile sum holds c(g)
+        res = plain - corr + tl.where(ti == g // TILE, rem - tl.minimum(pg, qg), 0)
+        incl = tl.cumsum(res, axis=0)  # int64: exact
+        seed = tl.load(seed_ptr + b).to(tl.uint64, bitcast=True)
+        rnd = tl.load(round_ptr + b).to(tl.uint64, bitcast=True)
+        pos = tl.load(pos_ptr + b).to(tl.uint64, bitcast=True)
+        u = _uniform_below(seed, rnd, pos + a.to(tl.uint64), dom_res.to(tl.uint64, bitcast=True),
+                           tl.sum(res).to(tl.uint64)).to(tl.int64)
+        tstar = tl.sum((live & (incl <= u)).to(tl.int32))  # C is nondecreasing: the tile of the first C(y) > U
+        left = u - tl.sum(tl.where(ti == tstar, incl - res, 0))  # U less the residual before tile t*
+        c, offs = _tile_counts(row, w_row, tstar, v, m, temp, s, c_ptr, stored, KIND, TILE)
+        c += tl.where(offs == g, rem, 0)  # P = c + R at g (§11.4 P6)
+        if rejected:  # Q* = draft a's q, at the slots inside tile t*
             lo = tl.sum(((ids >= 0) & (ids < tstar * TILE)).to(tl.int32))  # ascending: slots lo .. hi-1 are here
             hi = tl.sum(((ids >= 0) & (ids < tstar * TILE + TILE)).to(tl.int32))
             for k in range(lo, hi):
                 sid = tl.load(ids_ptr + sbase + k)
                 stq = tl.load(tix_ptr + sbase + k).to(tl.int64) << 16
                 c = tl.where(offs == sid, tl.maximum(c - stq, 0), c)  # r(y) = max(0, P(y) - Q*(y) 2^16)
-        cum = tl.cumsum(tl.where(in_row, c, 0), axis=0)  # int64: exact
-        below = tl.sum((in_row & (cum <= tl.load(draw_ptr + 3 * b + 1))).to(tl.int32))
+        cum = tl.cumsum(c, axis=0)  # int64: exact
+        below = tl.sum(((offs < v) & (cum <= left)).to(tl.int32))
         tl.store(out_ptr + b * (D + 1) + a, (tstar * TILE + below).to(tl.int32))
 
 

@@ -22,8 +22,7 @@ VERIFY_TILE = 2048
 VERIFY_TILE_SMALL = 1024
 VERIFY_SMALL_ENTRIES = 1 << 22  # B * (D + 1) * V: B <= 4 at depth 5 and V = 163840
 MAX_VERIFY_TILES = 1024  # tiles per target row whose partials one program of the verifier reduces
-VERIFY_WARPS = 4  # warps per program of the verifier's launch 1 (its tiles' peaks and screen)
-VERIFY_ENTRIES = 8  # tile entries per thread of the verifier's fp64 launches 3, 4 and 6 (verify_warps)
+VERIFY_WARPS = 4  # warps per program of the verifier's per-tile launches (1, 3, 4 and 6)
 COUNT_CHUNK = 8  # tiles per program of the verifier's launch 4 (the floor counts of the rare marked requests)
 MAX_TILES = 512  # tiles per row that launch 2 merges in one program (512 * 32 keys = 128 KiB)
 FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
@@ -118,14 +117,6 @@ def segment_size(v: int, b: int, gather: bool = False) -> int:
     while s > 256 and b * -(-v // s) < SEGMENT_PROGRAMS:
         s //= 2
     return s
-
-
-def verify_warps(tile: int) -> int:
-    """Warps per program of the verifier's launches 3, 4 and 6 (fp64 work per entry) at ``tile`` entries: VERIFY_ENTRIES
-    entries per thread, 1 to 8 warps. Compiled for sm_90 (no GPU), VERIFY_ENTRIES = 8 takes launch 3 at tile 2048
-    from 198 registers per thread (4 warps) to 128, launch 6 from 96 to 74 (bench/NOTES.md, "Verifier: eight entries
-    per thread")."""
-    return min(8, max(1, tile // (32 * VERIFY_ENTRIES)))
 
 
 def segment_gathers(b: int, config: LaunchConfig = DEFAULT_LAUNCH) -> bool:

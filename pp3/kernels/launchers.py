@@ -46,7 +46,6 @@ from pp3.kernels.config import (
     segment_warps,
     tile_cap,
     use_pdl,
-    verify_warps,
 )
 from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, K
 from pp3.reference.exponential import C2, C3, C4, C5, INV, L1, L2, ONE, SHIFT, TH, TL
@@ -321,8 +320,8 @@ def verify(
     [B, D, K], into ``out``. ``r_bound``: an upper bound on every remainder R (``accept.remainder_bound``);
     ``margin``: S lies within S~ (1 +- margin) (``accept.screen_margin``; 1 +- margin must be fp32 numbers);
     ``near``: launch 6's margin for its fast floor counts (``accept.count_margin``). The last program of a row in
-    launches 1, 3, 4 and 6 reduces the row's partials once, counted in with the row counters of ``_workspace``, into
-    per-row buffers the later launches read."""
+    launches 1, 3 and 4 reduces the row's partials once, counted in with the row counters of ``_workspace``, into
+    per-row buffers the later launches read; launch 7 reduces launch 6's."""
     b, d1, v = x.shape
     d = d1 - 1
     dev = x.device
@@ -330,7 +329,7 @@ def verify(
     ntp = max(2, triton.next_power_of_2(n_tiles))
     n_prog = triton.cdiv(n_tiles, COUNT_CHUNK)
     rows = b * d1
-    counters = _workspace.counters(dev, rows)  # launches 1, 2, 4 and 6 leave them all 0 again
+    counters = _workspace.counters(dev, rows)  # launches 1, 3 and 4 leave them all 0 again
     peaks = torch.empty((rows, n_tiles), dtype=torch.int32, device=dev)
     cls = torch.empty(rows, dtype=torch.int32, device=dev)
     argmax = torch.empty(rows, dtype=torch.int32, device=dev)
@@ -344,7 +343,6 @@ def verify(
     state = torch.zeros((b, _accept.STATE.value), dtype=torch.int32, device=dev)
     plain = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     corr = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
-    draw = torch.empty((b, 3), dtype=torch.int64, device=dev)
     weights = torch.empty((b, v), dtype=torch.float32, device=dev)  # launch 3's row a, read by launches 6 and 7
     status, accepted, tokens = out.status, out.accepted, out.tokens
     tok, dst, ids, tix = draft_tokens, draft_status, draft_ids, draft_tickets
@@ -358,7 +356,6 @@ def verify(
     ntp_log = ntp.bit_length() - 1
     grid = (rows * n_tiles,)
     trees = {"TILE": tile, "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp_log}
-    fp64_warps = verify_warps(tile)
     _accept._verify_tiles_kernel[grid](
         *row, counters, peaks, keys.temperature, sums, cls, argmax, maxima, approx,
         D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
@@ -370,22 +367,21 @@ def verify(
     sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
     _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_sums_kernel[(b * n_tiles,)](
-        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=fp64_warps, **EXACT,
+        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_counts_kernel[(rows * n_prog,)](
         *row, counters, *weigh, total, state, counts, remainder, n_prog,
-        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=fp64_warps, **EXACT,
+        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_rows_kernel[(b,)](*chain, 1, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
+    slots = (argmax, maxima, total, weights, keys.temperature, ids, tix)  # what launches 6 and 7 read of row a
     _accept._verify_residual_kernel[(b * n_tiles,)](
-        *row, counters, argmax, maxima, total, weights, keys.temperature, ids, tix, keys.seed, keys.round,
-        keys.position,
-        consts, DOMAIN_RESIDUAL, near, state, plain, corr, draw, D=d, K=K, KIND=kind, TILE=tile, NTP=ntp,
-        num_warps=fp64_warps, **EXACT,
+        *row, *slots, consts, near, state, plain, corr, D=d, K=K, KIND=kind, TILE=tile, num_warps=VERIFY_WARPS,
+        **EXACT,
     )
     _accept._verify_draw_kernel[(b,)](
-        *logits, argmax, maxima, total, weights, keys.temperature, ids, tix, consts, state, draw, tokens,
-        D=d, K=K, KIND=kind, TILE=tile, **EXACT,
+        *row, *slots, keys.seed, keys.round, keys.position, consts, DOMAIN_RESIDUAL, state, plain, corr, tokens,
+        D=d, K=K, KIND=kind, TILE=tile, NTP=ntp, **EXACT,
     )
     return out
 
