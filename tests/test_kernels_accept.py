@@ -356,9 +356,9 @@ def test_residual_counts_by_the_reciprocal_and_by_the_division(margin: str, monk
 @pytest.mark.parametrize("chunk", [2, 8])
 @pytest.mark.parametrize("margin", ["default", "raised"])
 def test_several_tiles_per_program(chunk: int, margin: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Launches 3 and 6 take ``chunk`` tiles per program at large batches (config.verify_chunk; one tile per program
-    at the tests' sizes). Forced here on 5 tiles per row (the last program of a row short, or alone), with the screen
-    margin raised so that launch 3 also sums every row of the marked requests; must equal the reference."""
+    """Launch 3 takes ``chunk`` tiles per program at large batches (config.verify_chunk; one tile per program at the
+    tests' sizes). Forced here on 5 tiles per row (the last program of a row short, or alone), with the screen margin
+    raised so that launch 3 also sums every row of the marked requests; must equal the reference."""
     from pp3.kernels import accept, launchers
 
     monkeypatch.setattr(launchers, "verify_chunk", lambda b, n_tiles: chunk)

@@ -560,19 +560,16 @@ def _verify_residual_kernel(
     state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's or 5's state (ST_*)
     plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c, or UNSURE (drawing rows)
     corr_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of min(c, Q* 2^16) at Q*'s slots but g
-    chunk: tl.tensor,  # tiles per program (config.verify_chunk)
-    n_prog: tl.tensor,  # programs per request: cdiv(n_tiles, chunk)
     D: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
 ) -> None:
     # Launch 6: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
-    # The plain counts by the reciprocal of S (_floor_counts_fast); a tile it is unsure of is left to launch 7. Each
-    # program takes ``chunk`` consecutive tiles (launch 3).
+    # The plain counts by the reciprocal of S (_floor_counts_fast); a tile it is unsure of is left to launch 7.
     pid = tl.program_id(0).to(tl.int64)
-    b = pid // n_prog
-    t0 = (pid % n_prog) * chunk
+    b = pid // n_tiles
+    t = pid % n_tiles
     if tl.load(state_ptr + STATE * b + ST_DRAWS) != 0:
         a = tl.load(state_ptr + STATE * b + ST_A)
         rejected = tl.load(state_ptr + STATE * b + ST_REJECTED) != 0
@@ -584,20 +581,20 @@ def _verify_residual_kernel(
         g = tl.load(g_ptr + r)
         stored = tl.load(state_ptr + STATE * b + ST_MARKED) == 0
         w_row = w_ptr + b * v
+        offs = t * TILE + tl.arange(0, TILE)
+        in_row = offs < v
+        w = tl.where(in_row, _row_a_weights(row, w_row, offs, in_row, m, temp, c_ptr, stored, KIND), 0.0)
+        c, unsure = _floor_counts_fast(w, P_TICKETS_F / s, near)
+        tl.store(plain_ptr + pid, tl.where(unsure != 0, UNSURE, tl.sum(c)))
         sbase = (b * D + tl.minimum(a, D - 1)) * K
         # Draft a's slots are Q* only if draft a was rejected (it is then valid: ascending IDs, empty slots -1); for
         # the bonus they may hold anything (a failed draft at n, read as garbage), so only slots `here` count.
         ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
         q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
-        for t in range(t0, tl.minimum(t0 + chunk, n_tiles)):
-            offs = t * TILE + tl.arange(0, TILE)
-            in_row = offs < v
-            w = tl.where(in_row, _row_a_weights(row, w_row, offs, in_row, m, temp, c_ptr, stored, KIND), 0.0)
-            c, unsure = _floor_counts_fast(w, P_TICKETS_F / s, near)
-            tl.store(plain_ptr + b * n_tiles + t, tl.where(unsure != 0, UNSURE, tl.sum(c)))
-            here = _masked_by((ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g), rejected)
-            slot_c = _slot_counts(row, w_row, ids, here, m, temp, s, c_ptr, stored, KIND)
-            tl.store(corr_ptr + b * n_tiles + t, tl.sum(tl.where(here, tl.minimum(slot_c, q), 0)))
+        here = _masked_by((ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g), rejected)
+        tile_corr = tl.where(here, tl.minimum(_slot_counts(row, w_row, ids, here, m, temp, s, c_ptr, stored, KIND), q),
+                             0)
+        tl.store(corr_ptr + pid, tl.sum(tile_corr))
 
 
 @triton.jit

@@ -368,7 +368,7 @@ def verify(
     sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
     _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     chunk = verify_chunk(b, n_tiles)
-    per_request = (chunk, triton.cdiv(n_tiles, chunk))  # launches 3 and 6: tiles per program, programs per request
+    per_request = (chunk, triton.cdiv(n_tiles, chunk))  # launch 3: tiles per program, programs per request
     _accept._verify_sums_kernel[(b * per_request[1],)](
         *row, counters, *weigh, state, sums, total, weights, *per_request, D=d, KIND=kind, **trees,
         num_warps=VERIFY_WARPS, **EXACT,
@@ -379,9 +379,9 @@ def verify(
     )
     _accept._verify_rows_kernel[(b,)](*chain, 1, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     slots = (argmax, maxima, total, weights, keys.temperature, ids, tix)  # what launches 6 and 7 read of row a
-    _accept._verify_residual_kernel[(b * per_request[1],)](
-        *row, *slots, consts, near, state, plain, corr, *per_request, D=d, K=K, KIND=kind, TILE=tile,
-        num_warps=VERIFY_WARPS, **EXACT,
+    _accept._verify_residual_kernel[(b * n_tiles,)](
+        *row, *slots, consts, near, state, plain, corr, D=d, K=K, KIND=kind, TILE=tile, num_warps=VERIFY_WARPS,
+        **EXACT,
     )
     _accept._verify_draw_kernel[(b,)](
         *row, *slots, keys.seed, keys.round, keys.position, consts, DOMAIN_RESIDUAL, state, plain, corr, tokens,
