@@ -534,10 +534,11 @@ def _row_a_weights(row_ptr: tl.tensor, w_ptr: tl.tensor, offs: tl.tensor, mask: 
 
 
 @triton.jit
-def _slot_counts(row_ptr: tl.tensor, w_ptr: tl.tensor, ids: tl.tensor, live: tl.tensor, m: tl.tensor,
-                 temp: tl.tensor, s: tl.tensor, c_ptr: tl.tensor, stored: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
-    """P5 floor counts c(y) at the slot IDs ``ids`` [K] where ``live`` (0 elsewhere; nothing is read there)."""
-    c = _floor_count(_row_a_weights(row_ptr, w_ptr, ids, live, m, temp, c_ptr, stored, KIND), s)
+def _counts_at(row_ptr: tl.tensor, w_ptr: tl.tensor, offs: tl.tensor, live: tl.tensor, m: tl.tensor, temp: tl.tensor,
+               s: tl.tensor, c_ptr: tl.tensor, stored: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+    """Row a's P5 floor counts c(y) by the division at the IDs ``offs`` where ``live`` (0 elsewhere; nothing is read
+    there): draft slots (launch 6), a tile (launch 7), g alone."""
+    c = _floor_count(_row_a_weights(row_ptr, w_ptr, offs, live, m, temp, c_ptr, stored, KIND), s)
     return tl.where(live, c, 0)
 
 
@@ -592,20 +593,9 @@ def _verify_residual_kernel(
         ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
         q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
         here = _masked_by((ids >= t * TILE) & (ids < t * TILE + TILE) & (ids != g), rejected)
-        tile_corr = tl.where(here, tl.minimum(_slot_counts(row, w_row, ids, here, m, temp, s, c_ptr, stored, KIND), q),
+        tile_corr = tl.where(here, tl.minimum(_counts_at(row, w_row, ids, here, m, temp, s, c_ptr, stored, KIND), q),
                              0)
         tl.store(corr_ptr + pid, tl.sum(tile_corr))
-
-
-@triton.jit
-def _tile_counts(row_ptr: tl.tensor, w_ptr: tl.tensor, t: tl.tensor, v: tl.tensor, m: tl.tensor, temp: tl.tensor,
-                 s: tl.tensor, c_ptr: tl.tensor, stored: tl.tensor, KIND: tl.constexpr,
-                 TILE: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
-    """Row a's P5 floor counts c over tile t by the division (0 past the row's end), and the tile's offsets."""
-    offs = t * TILE + tl.arange(0, TILE)
-    in_row = offs < v
-    c = _floor_count(_row_a_weights(row_ptr, w_ptr, offs, in_row, m, temp, c_ptr, stored, KIND), s)
-    return tl.where(in_row, c, 0), offs
 
 
 @triton.jit
@@ -659,10 +649,11 @@ def _verify_draw_kernel(
         corr = tl.load(corr_ptr + b * n_tiles + ti, mask=live, other=0)
         for _ in range(tl.sum((plain == UNSURE).to(tl.int32))):
             tu = tl.min(tl.where(plain == UNSURE, ti, NTP))
-            cu, _offs = _tile_counts(row, w_row, tu, v, m, temp, s, c_ptr, stored, KIND, TILE)
+            at = tu * TILE + tl.arange(0, TILE)
+            cu = _counts_at(row, w_row, at, at < v, m, temp, s, c_ptr, stored, KIND)
             plain = tl.where(ti == tu, tl.sum(cu), plain)
         rem = -tl.sum(plain) + P_TICKETS_I  # §11.4 P6 (int64, exact); -x + C: _common.TICKETS
-        pg = _floor_count(_row_a_weights(row, w_row, g, g < v, m, temp, c_ptr, stored, KIND), s) + rem  # P(g)
+        pg = _counts_at(row, w_row, g, g < v, m, temp, s, c_ptr, stored, KIND) + rem  # P(g)
         sbase = (b * D + tl.minimum(a, D - 1)) * K  # draft a's slots: Q* if rejected (launch 6)
         ids = tl.load(ids_ptr + sbase + tl.arange(0, K))
         q = tl.load(tix_ptr + sbase + tl.arange(0, K)).to(tl.int64) << 16
@@ -677,7 +668,8 @@ def _verify_draw_kernel(
                            tl.sum(res).to(tl.uint64)).to(tl.int64)
         tstar = tl.sum((live & (incl <= u)).to(tl.int32))  # C is nondecreasing: the tile of the first C(y) > U
         left = u - tl.sum(tl.where(ti == tstar, incl - res, 0))  # U less the residual before tile t*
-        c, offs = _tile_counts(row, w_row, tstar, v, m, temp, s, c_ptr, stored, KIND, TILE)
+        offs = tstar * TILE + tl.arange(0, TILE)
+        c = _counts_at(row, w_row, offs, offs < v, m, temp, s, c_ptr, stored, KIND)
         c += tl.where(offs == g, rem, 0)  # P = c + R at g (§11.4 P6)
         if rejected:  # Q* = draft a's q, at the slots inside tile t*
             lo = tl.sum(((ids >= 0) & (ids < tstar * TILE)).to(tl.int32))  # ascending: slots lo .. hi-1 are here
