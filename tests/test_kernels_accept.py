@@ -353,22 +353,6 @@ def test_residual_counts_by_the_reciprocal_and_by_the_division(margin: str, monk
     same(case, 16)
 
 
-@pytest.mark.parametrize("chunk", [2, 8])
-@pytest.mark.parametrize("margin", ["default", "raised"])
-def test_several_tiles_per_program(chunk: int, margin: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Launch 3 takes ``chunk`` tiles per program at large batches (config.verify_chunk; one tile per program at the
-    tests' sizes). Forced here on 5 tiles per row (the last program of a row short, or alone), with the screen margin
-    raised so that launch 3 also sums every row of the marked requests; must equal the reference."""
-    from pp3.kernels import accept, launchers
-
-    monkeypatch.setattr(launchers, "verify_chunk", lambda b, n_tiles: chunk)
-    if margin == "raised":
-        monkeypatch.setattr(accept, "screen_margin", lambda: 0.5)
-    case = _screened_case()
-    case["target_logits"] = np.concatenate([case["target_logits"]] * 2, axis=-1)  # V = 80: 5 tiles of 16
-    same(case, 16)
-
-
 @pytest.mark.parametrize("temp", [2.0**-126, 0.25, 1.0, 2.0, 2.0**127])
 def test_power_of_two_temperatures_divide_as_a_product(temp: float) -> None:
     """P3 for T = 2^e is d times the exact reciprocal 2^-e (every launch that weighs, ``_accept._exponent``): the

@@ -311,8 +311,6 @@ def _verify_sums_kernel(
     sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's P4 subtree sum (rows that are summed)
     s_ptr: tl.tensor,  # [R] fp64 out: each summed row's S
     w_ptr: tl.tensor,  # [B, V] fp32 out: row a's weights, for requests that draw and are not marked
-    chunk: tl.tensor,  # tiles per program (config.verify_chunk)
-    n_prog: tl.tensor,  # programs per request: cdiv(n_tiles, chunk)
     D: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
@@ -323,29 +321,26 @@ def _verify_sums_kernel(
     # Launch 3: §11.4 P2-P4 per tile (b, t) of the rows whose exact S a later launch reads: row a of a request that
     # draws (launches 6 and 7, which read its weights from w_ptr), every OK row of a marked one (launches 4 and 5;
     # its row a is known only after launch 5, so launches 6 and 7 weigh it themselves); the row's last program
-    # computes S. Each program takes ``chunk`` consecutive tiles of its rows: the chain of dependent loads before
-    # the first tile (the state, then the row's class and maximum) once per program, not once per tile.
+    # computes S.
     pid = tl.program_id(0).to(tl.int64)
-    b = pid // n_prog
-    t0 = (pid % n_prog) * chunk
+    b = pid // n_tiles
+    t = pid % n_tiles
     marked = tl.load(state_ptr + STATE * b + ST_MARKED) != 0
     if marked | (tl.load(state_ptr + STATE * b + ST_DRAWS) != 0):
         a = tl.load(state_ptr + STATE * b + ST_A)
         temp = tl.load(temp_ptr + b)
+        offs = t * TILE + tl.arange(0, TILE)
+        in_row = offs < v
         for j in range(tl.where(marked, 0, a), tl.where(marked, D + 1, a + 1)):
             r = b * (D + 1) + j
             if tl.load(cls_ptr + r) == 0:  # temp > 0: the request is sampled
                 row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
-                m = tl.load(m_ptr + r)
-                for t in range(t0, tl.minimum(t0 + chunk, n_tiles)):
-                    offs = t * TILE + tl.arange(0, TILE)
-                    in_row = offs < v
-                    e = _expf(_exponent(_load_fp32(row, offs, in_row, KIND), m, temp), c_ptr)
-                    if marked == 0:
-                        tl.store(w_ptr + b * v + offs, e, mask=in_row)
-                    w = e.to(tl.float64)  # P4's exact widening
-                    tl.store(sums_ptr + r * n_tiles + t, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
-                if _last_of_row(cnt_ptr, r, n_prog):
+                e = _expf(_exponent(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp), c_ptr)
+                if marked == 0:
+                    tl.store(w_ptr + b * v + offs, e, mask=in_row)
+                w = e.to(tl.float64)  # P4's exact widening
+                tl.store(sums_ptr + r * n_tiles + t, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
+                if _last_of_row(cnt_ptr, r, n_tiles):
                     tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
 
 

@@ -23,7 +23,6 @@ VERIFY_TILE_SMALL = 1024
 VERIFY_SMALL_ENTRIES = 1 << 22  # B * (D + 1) * V: B <= 4 at depth 5 and V = 163840
 MAX_VERIFY_TILES = 1024  # tiles per target row whose partials one program of the verifier reduces
 VERIFY_WARPS = 4  # warps per program of the verifier's per-tile launches (1, 3, 4 and 6)
-VERIFY_PROGRAMS = 1024  # programs per launch that the verifier's launch 3 keeps at least (verify_chunk)
 COUNT_CHUNK = 8  # tiles per program of the verifier's launch 4 (the floor counts of the rare marked requests)
 MAX_TILES = 512  # tiles per row that launch 2 merges in one program (512 * 32 keys = 128 KiB)
 FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max
@@ -118,19 +117,6 @@ def segment_size(v: int, b: int, gather: bool = False) -> int:
     while s > 256 and b * -(-v // s) < SEGMENT_PROGRAMS:
         s //= 2
     return s
-
-
-def verify_chunk(b: int, n_tiles: int) -> int:
-    """Tiles per program of the verifier's launch 3 over ``b`` requests of ``n_tiles`` tiles: doubled from 1 (up to
-    8) while the launch keeps at least VERIFY_PROGRAMS programs. Each program loads its request's state, then the
-    row's class and maximum, before its first tile: at large batches one such chain per several tiles instead of one
-    per tile. Measured on the H200 (bench/NOTES.md, "Verifier: the residual draw in launch 7, and tiles per
-    program"): launch 3 -16 % at B = 64 under Nsight; launch 6 the same way +28 % (its slots' loads and counts kept
-    across the tiles: 72 -> 116 registers), so it keeps one tile per program."""
-    c = 1
-    while c < 8 and b * -(-n_tiles // (2 * c)) >= VERIFY_PROGRAMS:
-        c *= 2
-    return c
 
 
 def segment_gathers(b: int, config: LaunchConfig = DEFAULT_LAUNCH) -> bool:

@@ -46,7 +46,6 @@ from pp3.kernels.config import (
     segment_warps,
     tile_cap,
     use_pdl,
-    verify_chunk,
 )
 from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, K
 from pp3.reference.exponential import C2, C3, C4, C5, INV, L1, L2, ONE, SHIFT, TH, TL
@@ -367,11 +366,8 @@ def verify(
     )
     sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
     _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
-    chunk = verify_chunk(b, n_tiles)
-    per_request = (chunk, triton.cdiv(n_tiles, chunk))  # launch 3: tiles per program, programs per request
-    _accept._verify_sums_kernel[(b * per_request[1],)](
-        *row, counters, *weigh, state, sums, total, weights, *per_request, D=d, KIND=kind, **trees,
-        num_warps=VERIFY_WARPS, **EXACT,
+    _accept._verify_sums_kernel[(b * n_tiles,)](
+        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_counts_kernel[(rows * n_prog,)](
         *row, counters, *weigh, total, state, counts, remainder, n_prog,
