@@ -101,9 +101,9 @@ def test_failed_rows_and_truncation() -> None:
 @pytest.mark.parametrize("temp", [0.0, 1.0])
 def test_the_argmax_across_tiles(temp: float) -> None:
     """§4.1's argmax where launch 1's tile peaks and its rescan of one tile could go wrong: -0.0 and +0.0 equal across
-    tiles (the peak of a tile of -0.0 ranks below +0.0's), ties across and inside tiles, the maximum in the ragged
-    last tile, a negative NaN after the maximum. A T0 request emits g_0 at index 0 whether draft 0 is accepted or not
-    (and a sampled one weighs every row against its m)."""
+    tiles (a tile of -0.0 and one of +0.0 may peak at either zero: they compare equal), ties across and inside tiles,
+    the maximum in the ragged last tile, a negative NaN after the maximum. A T0 request emits g_0 at index 0 whether
+    draft 0 is accepted or not (and a sampled one weighs every row against its m)."""
     case = random_case(np.random.default_rng(5), 7, 1, 37, temp)  # tiles of 8: 5 per row, the last one of 5 entries
     rows = -1.0 - np.abs(case["target_logits"][:, 0, :])  # every entry below -1: the planted ones are the maxima
     rows[0, [3, 20]] = [-0.0, 0.0]  # -0.0 in tile 0, +0.0 in tile 2: g = 3

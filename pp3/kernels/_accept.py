@@ -19,6 +19,7 @@ from pp3.kernels._common import (
     _load_padded,
     _lowest_at,
     _masked_by,
+    _max_nan,
     _tree,
     _widen_bits,
 )
@@ -147,7 +148,7 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 # (``_last_of_row``, the row counters of ``_workspace``) reduces them once into [R] or [B] buffers that later launches
 # read as scalars. Each reduction is in a fixed order (the P4 tree) or over integers, so which program is last changes
 # no bit.
-#   1. Per tile: the largest okey (§4.1), its lowest ID and the largest |bits|, and for sampled requests the screen
+#   1. Per tile: its NaN-propagating maximum (the peak), and for sampled requests the screen
 #      (``pp3.kernels.screen``: a cheap fp32 exponential against the tile's maximum); the row's class, g and m, and
 #      its S~, with S_lo = S~ (1 - 2^-12) <= S <= S_hi = S~ (1 + 2^-12).
 #   2. Per request: the status and the acceptance chain (§11.6) by the interval alone. P_j(x_j) = c + [x_j = g_j] R
@@ -169,41 +170,24 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 # launch), so either every program of a row counts in or none does, and a skipped row's counter stays 0.
 
 
-# Launch 1 orders a tile's entries by their signed keys: the fp32 bits as an int32, negative ones with the magnitude
-# bits flipped (an involution). Signed order is then the order of the values, except that -0.0 (key -1) ranks just
-# below +0.0 (key 0), a positive NaN above +inf and a negative NaN below -inf.
-SKEY_POS_INF = tl.constexpr(0x7F800000)  # the key of +inf
-SKEY_NEG_INF = tl.constexpr(-0x7F800001)  # the key of -inf (0x807FFFFF as an int32)
-SKEY_NAN = tl.constexpr(0x7FFFFFFF)  # a tile that holds a NaN: above every number's key
-
-
-@triton.jit
-def _signed_key(bits: tl.tensor) -> tl.tensor:
-    """The signed key of fp32 bits (int32), and the fp32 bits (int32) of a signed key: the same map both ways."""
-    b = bits.to(tl.int32, bitcast=True)
-    return b ^ ((b >> 31) & 0x7FFFFFFF)
-
-
 @triton.jit
 def _row_argmax(peak_ptr: tl.tensor, row: tl.tensor, v: tl.tensor, r: tl.tensor, n_tiles: tl.tensor,
                 KIND: tl.constexpr, TILE: tl.constexpr, NTP: tl.constexpr
                 ) -> tuple[tl.tensor, tl.tensor, tl.tensor]:
     """Target row r's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK), argmax g (the largest value, the lowest ID among
-    equal values, -0.0 and +0.0 equal: §4.1; a NaN row's first NaN) and the logit m at g (its bits as they are), from
-    launch 1's per-tile peaks: the row's largest peak M (-0.0's as +0.0's) gives the class, and the first tile whose
-    peak is M holds g, read again (from L2: this launch has just read it)."""
+    equal values, -0.0 and +0.0 equal: §4.1) and the logit m at g (its bits as they are), from launch 1's per-tile
+    peaks: the row's NaN-propagating maximum M of them gives the class, and the first tile whose peak equals M holds
+    g, read again (from L2: this launch has just read it). A row that is not OK gets some g and m that no launch reads
+    (its request fails, §11.3 step 2, or the row lies past n); a NaN row's tile is none, and nothing is read."""
     ti = tl.arange(0, NTP)
-    peaks = tl.load(peak_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=SKEY_NEG_INF, cache_modifier=".cg")
-    peaks = tl.where(peaks == -1, 0, peaks)
-    best = tl.max(peaks)
-    cls = tl.where(best > SKEY_POS_INF, 1, tl.where(best == SKEY_POS_INF, 2, tl.where(best <= SKEY_NEG_INF, 3, 0)))
+    peaks = tl.load(peak_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=float("-inf"), cache_modifier=".cg")
+    best = tl.reduce(peaks, 0, _max_nan)
+    cls = tl.where(best != best, 1, tl.where(best == float("inf"), 2, tl.where(best == float("-inf"), 3, 0)))
     first = _lowest_at(peaks, best, NTP)  # a padding lane (-inf) never precedes a live one
     lanes = tl.arange(0, TILE)
     offs = first * TILE + lanes
     bits = _load_padded(row + offs, offs < v, KIND)  # past the row's end -inf, after every real entry
-    nan = (bits & 0x7FFFFFFF) > 0x7F800000
-    hit = tl.where(cls == 1, nan, bits.to(tl.float32, bitcast=True) == _signed_key(best).to(tl.float32, bitcast=True))
-    at = tl.min(tl.where(hit, lanes, TILE))
+    at = _lowest_at(bits.to(tl.float32, bitcast=True), best, TILE)
     m = tl.max(tl.where(lanes == at, bits, 0)).to(tl.float32, bitcast=True)  # the one lane at g: its bits as they are
     return cls, first * TILE + at, m
 
@@ -225,9 +209,9 @@ def _row_screen(peak_ptr: tl.tensor, sums_ptr: tl.tensor, r: tl.tensor, n_tiles:
     screening exponential of (m_t - m) / T, summed by the fp64 tree (0 for a tile of -inf: its sum is 0)."""
     ti = tl.arange(0, NTP)
     live = ti < n_tiles
-    peaks = tl.load(peak_ptr + r * n_tiles + ti, mask=live, other=SKEY_NEG_INF, cache_modifier=".cg")
+    peaks = tl.load(peak_ptr + r * n_tiles + ti, mask=live, other=float("-inf"), cache_modifier=".cg")
     sums = tl.load(sums_ptr + r * n_tiles + ti, mask=live, other=0.0, cache_modifier=".cg")
-    factor = _expf_screen(_exponent(_signed_key(peaks).to(tl.float32, bitcast=True), m, temp))
+    factor = _expf_screen(_exponent(peaks, m, temp))
     return _tree(tl.where(live, sums * factor.to(tl.float64), 0.0), NTP, NTP_LOG)
 
 
@@ -247,7 +231,7 @@ def _verify_tiles_kernel(
     v: tl.tensor,  # vocabulary size V
     n_tiles: tl.tensor,  # tiles per target row
     cnt_ptr: tl.tensor,  # [>= R] int32 row counters, all 0 (_workspace; left all 0)
-    peak_ptr: tl.tensor,  # [R, n_tiles] int32 out: each tile's peak, its largest signed key (SKEY_NAN: a NaN)
+    peak_ptr: tl.tensor,  # [R, n_tiles] fp32 out: each tile's peak, its NaN-propagating maximum
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's screen sum against its own maximum (sampled requests)
     cls_ptr: tl.tensor,  # [R] int32 out: each row's class (§3: 1 NaN, 2 +inf, 3 zero mass, 0 OK)
@@ -262,12 +246,13 @@ def _verify_tiles_kernel(
     NTP_LOG: tl.constexpr,  # log2(NTP)
 ) -> None:
     # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, and for sampled requests the screen. Per tile, its
-    # peak, the largest signed key of its entries (SKEY_NAN if one is a NaN: the least key is below -inf's), three
-    # integer operations per entry; and the screen: the fp32 tree of the screening exponential of every entry against
-    # the tile's own maximum m_t. The row's last program reduces them: class, g and m (``_row_argmax``, one tile read
-    # again), and S~ = sum over tiles of (tile sum) * screen((m_t - m) / T). Entries past the row's end read as -inf:
-    # they neither raise the maximum nor flag anything nor weigh in S (in S~ each weighs less than 2^-124, which
-    # pp3.kernels.screen bounds), and a row whose maximum is -inf has failed (zero mass) whatever g is.
+    # peak m_t, the NaN-propagating maximum of its entries (a NaN if one is; -0.0 and +0.0 as the hardware's maximum
+    # leaves them, which no later comparison tells apart), one operation per entry; and the screen: the fp32 tree of
+    # the screening exponential of every entry against m_t. The row's last program reduces them: class, g and m
+    # (``_row_argmax``, one tile read again), and S~ = sum over tiles of (tile sum) * screen((m_t - m) / T). Entries
+    # past the row's end read as -inf: they neither raise the maximum nor flag anything nor weigh in S (in S~ each
+    # weighs less than 2^-124, which pp3.kernels.screen bounds), and a row whose maximum is -inf has failed (zero
+    # mass) whatever g is.
     pid = tl.program_id(0).to(tl.int64)
     r = pid // n_tiles
     t = (pid % n_tiles).to(tl.int32)
@@ -277,13 +262,12 @@ def _verify_tiles_kernel(
         bits = _widen_bits(tl.load(row + offs), KIND)
     else:
         bits = _load_padded(row + offs, offs < v, KIND)
-    key = _signed_key(bits)
-    peak = tl.where(tl.min(key) < SKEY_NEG_INF, SKEY_NAN, tl.max(key))
-    tl.store(peak_ptr + pid, peak)
+    x = bits.to(tl.float32, bitcast=True)
+    mt = tl.reduce(x, 0, _max_nan)  # NaN for a tile that holds a NaN
+    tl.store(peak_ptr + pid, mt)
     temp = tl.load(temp_ptr + r // (D + 1))
     if temp > 0.0:
-        mt = _signed_key(peak).to(tl.float32, bitcast=True)  # NaN for a tile that holds a NaN
-        e = _expf_screen(_exponent(bits.to(tl.float32, bitcast=True), mt, temp))
+        e = _expf_screen(_exponent(x, mt, temp))
         # A tile of -inf alone weighs nothing (its x - m_t would be NaN); a NaN or +inf tile fails its row.
         tl.store(sums_ptr + pid, tl.where(mt > float("-inf"), _tree(e, TILE, TILE_LOG), 0.0).to(tl.float64))
     if _last_of_row(cnt_ptr, r, n_tiles):

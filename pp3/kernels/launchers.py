@@ -330,7 +330,7 @@ def verify(
     n_prog = triton.cdiv(n_tiles, COUNT_CHUNK)
     rows = b * d1
     counters = _workspace.counters(dev, rows)  # launches 1, 3 and 4 leave them all 0 again
-    peaks = torch.empty((rows, n_tiles), dtype=torch.int32, device=dev)
+    peaks = torch.empty((rows, n_tiles), dtype=torch.float32, device=dev)
     cls = torch.empty(rows, dtype=torch.int32, device=dev)
     argmax = torch.empty(rows, dtype=torch.int32, device=dev)
     maxima = torch.empty(rows, dtype=torch.float32, device=dev)
