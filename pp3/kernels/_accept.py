@@ -19,6 +19,7 @@ from pp3.kernels._common import (
     _load_padded,
     _lowest_at,
     _masked_by,
+    _max_class,
     _max_nan,
     _tree,
     _widen_bits,
@@ -182,7 +183,7 @@ def _row_argmax(peak_ptr: tl.tensor, row: tl.tensor, v: tl.tensor, r: tl.tensor,
     ti = tl.arange(0, NTP)
     peaks = tl.load(peak_ptr + r * n_tiles + ti, mask=ti < n_tiles, other=float("-inf"), cache_modifier=".cg")
     best = tl.reduce(peaks, 0, _max_nan)
-    cls = tl.where(best != best, 1, tl.where(best == float("inf"), 2, tl.where(best == float("-inf"), 3, 0)))
+    cls = _max_class(best)
     first = _lowest_at(peaks, best, NTP)  # a padding lane (-inf) never precedes a live one
     lanes = tl.arange(0, TILE)
     offs = first * TILE + lanes

@@ -171,6 +171,13 @@ def _best_key(bits: tl.tensor, first_id: tl.tensor, N: tl.constexpr) -> tl.tenso
 
 
 @triton.jit
+def _max_class(m: tl.tensor) -> tl.tensor:
+    """§3's class of a row from its NaN-propagating maximum m (``_max_nan``), in precedence order: 1 NaN, 2 +inf,
+    3 zero mass (every entry -inf), 0 OK."""
+    return tl.where(m != m, 1, tl.where(m == float("inf"), 2, tl.where(m == float("-inf"), 3, 0)))
+
+
+@triton.jit
 def _lowest_at(values: tl.tensor, m: tl.tensor, N: tl.constexpr) -> tl.tensor:
     """The lowest index i < N with values[i] == m, N if none: §4.2's tie rule (-0.0 and +0.0 equal for floats)."""
     return tl.min(tl.where(values == m, tl.arange(0, N), N))

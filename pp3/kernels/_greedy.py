@@ -35,6 +35,7 @@ from pp3.kernels._common import (
     _load_padded,
     _lowest_at,
     _masked_by,
+    _max_class,
     _max_nan,
     _pdl_prologue,
     _widen_bits,
@@ -65,8 +66,7 @@ def _rescan_row(x_ptr: tl.tensor, stride_row: tl.tensor, v_shard: tl.tensor, par
     peaks = tl.load(part_ptr + b * n_tiles + ti, mask=ti < n_tiles, other=0, cache_modifier=".cg")  # L2: launch 1's
     peaks = tl.where(ti < n_tiles, peaks.to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
     m = tl.reduce(peaks, 0, _max_nan)
-    # §3 in precedence order, from the row's maximum alone.
-    status = tl.where(m != m, 1, tl.where(m == float("inf"), 2, tl.where(m == float("-inf"), 3, 0)))
+    status = _max_class(m)  # §3 from the row's maximum alone
     ok = status == 0
     # §4.2: the first tile holding m, read again (from L2 where it still is), and the lowest index in it equal to m.
     first_tile = _lowest_at(peaks, m, NT).to(tl.int64)
