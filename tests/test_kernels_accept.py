@@ -341,21 +341,21 @@ def test_fast_floor_counts_are_the_division_or_unsure() -> None:
 
 @triton.jit
 def _launch_3_probe(x_ptr: tl.tensor, w_ptr: tl.tensor, sums_ptr: tl.tensor, v: tl.tensor, mt_ptr: tl.tensor,
-                    c_ptr: tl.tensor, store: tl.tensor, TILE: tl.constexpr, TILE_LOG: tl.constexpr) -> None:
+                    c_ptr: tl.tensor, store: tl.tensor, TILE: tl.constexpr, TILE_LOG: tl.constexpr,
+                    BLOCK: tl.constexpr, BLOCK_LOG: tl.constexpr) -> None:
     t = tl.program_id(0)
     m, temp = tl.load(mt_ptr), tl.load(mt_ptr + 1)
     tl.store(sums_ptr + t, _accept._tile_weights(x_ptr, w_ptr, t, v, m, temp, c_ptr, store != 0, _common.KIND_F32,
-                                                 TILE, TILE_LOG))
+                                                 TILE, TILE_LOG, BLOCK, BLOCK_LOG))
 
 
 @pytest.mark.parametrize("planted", [False, True])
 def test_launch_3_weighs_the_hardest_inputs_exactly(planted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Launch 3's weights and tile sums (``_accept._tile_weights``: quick_exp's evaluation, §6's own steps over a
     tile it leaves undecided) on a row (m = 0, T = 1, so z = x) that holds the ten inputs whose quick value is not
-    §6's (tiles 0 and 1), results below 2^-126 (left undecided: tile 2 by §6's steps), -inf and a ragged last tile:
-    every weight is §6's bits and every tile sum the P4 subtree of them. Planted (interpreter only: a changed
-    constexpr does not recompile on a GPU): the undecided band emptied, so the quick value stands everywhere; the
-    weights of the ten inputs then differ."""
+    §6's, results below 2^-126, -inf and a ragged last tile: every weight is §6's bits and every tile sum the P4
+    subtree of them. Planted (interpreter only: a changed constexpr does not recompile on a GPU): the undecided band
+    emptied, so the quick value stands everywhere; the weights of the ten inputs then differ."""
     from pp3.kernels import launchers
     from pp3.kernels.config import EXACT
     from pp3.reference.exponential import expf
@@ -366,19 +366,19 @@ def test_launch_3_weighs_the_hardest_inputs_exactly(planted: bool, monkeypatch: 
         if os.environ.get("TRITON_INTERPRET") != "1":
             pytest.skip("the planted constant is read at run time only by the interpreter")
         monkeypatch.setattr(_common, "QUICK_NORMAL_ULPS", tl.constexpr(-1))
-    tile, v = 1024, 3 * 1024 - 100
+    tile, block, v = 1024, 256, 3 * 1024 - 100
     rng = np.random.default_rng(3)
     x = rng.uniform(-20.0, 0.0, v).astype(np.float32)
     x[0] = 0.0
-    x[rng.choice(np.arange(1, 2 * tile), DIFFERENT.size, replace=False)] = DIFFERENT.view(np.float32)
-    x[2100:2200] = rng.uniform(-103.9, -87.4, 100).astype(np.float32)  # results below 2^-126: tile 2 by §6
+    x[rng.choice(np.arange(1, v), DIFFERENT.size, replace=False)] = DIFFERENT.view(np.float32)
+    x[1500:1600] = rng.uniform(-103.9, -87.4, 100).astype(np.float32)  # results below 2^-126
     x[1700:1710] = -np.inf
     n_tiles = -(-v // tile)
     w = torch.full((v,), -1.0, dtype=torch.float32, device=DEV)
     sums = torch.empty(n_tiles, dtype=torch.float64, device=DEV)
     mt = torch.tensor([0.0, 1.0], dtype=torch.float32, device=DEV)  # m and T
     _launch_3_probe[(n_tiles,)](torch.from_numpy(x).to(DEV).view(torch.int32), w, sums, v, mt,
-                                launchers.exp_constants(DEV), 1, TILE=tile, TILE_LOG=10,
+                                launchers.exp_constants(DEV), 1, TILE=tile, TILE_LOG=10, BLOCK=block, BLOCK_LOG=8,
                                 **EXACT)
     want = expf(x)
     got = w.cpu().numpy()

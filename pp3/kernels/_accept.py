@@ -284,69 +284,40 @@ def _verify_tiles_kernel(
 @triton.jit
 def _weigh_tile(row: tl.tensor, w_row: tl.tensor, t: tl.tensor, v: tl.tensor, m: tl.tensor, temp: tl.tensor,
                 c_ptr: tl.tensor, store: tl.tensor, EXACT: tl.constexpr, KIND: tl.constexpr, TILE: tl.constexpr,
-                TILE_LOG: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
-    """Launch 3's §11.4 P2-P3 weights of tile t of a row (stored at ``w_row`` if ``store``) and its P4 subtree sum;
-    with ``_expf_quick`` (EXACT 0) also whether it left an entry undecided, with §6's own ``_expf`` (EXACT 1) 0.
-
-    A tile of 64 entries or more is weighed in four parts, so that few values are live at once: part i takes the
-    entries 4i .. 4i+3 of each group of 16 consecutive entries (a thread holds whole groups: the layout of a
-    [TILE / 4] block keeps each group's four entries of a part together). The sum follows P4's tree: levels 1-2 in
-    each part, levels 3-4 across the parts (parts 0 + 1 and 2 + 3, then the two), levels 5 on across the groups."""
-    if TILE < 64:
-        offs = t * TILE + tl.arange(0, TILE)
+                BLOCK: tl.constexpr, BLOCK_LOG: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
+    """Launch 3's weights of tile t of a row (§11.4 P2-P3; stored at ``w_row`` if ``store``), BLOCK entries at a time,
+    and each block's P4 subtree sum ([TILE // BLOCK] fp64). With ``_expf_quick`` (EXACT 0), also whether it left an
+    entry undecided (then the caller weighs the tile again with EXACT 1: §6's own ``_expf``, 0)."""
+    blocks = tl.arange(0, TILE // BLOCK)
+    part = tl.zeros([TILE // BLOCK], tl.float64)
+    open_ = tl.zeros((), tl.int32)
+    for i in range(TILE // BLOCK):
+        offs = t * TILE + i * BLOCK + tl.arange(0, BLOCK)
         in_row = offs < v
         z = _exponent(_load_fp32(row, offs, in_row, KIND), m, temp)
         if EXACT:
             e = _expf(z, c_ptr)
-            undecided = offs < 0
         else:
             e, undecided = _expf_quick(z, c_ptr)
+            open_ |= tl.max((undecided & in_row).to(tl.int32))
         if store:
             tl.store(w_row + offs, e, mask=in_row)
-        s = _tree(tl.where(in_row, e.to(tl.float64), 0.0), TILE, TILE_LOG)
-        open_ = tl.max((undecided & in_row).to(tl.int32))
-    else:
-        j = tl.arange(0, TILE // 4)
-        first = tl.zeros([TILE // 16], tl.float64)
-        pair = tl.zeros([TILE // 16], tl.float64)
-        total = tl.zeros([TILE // 16], tl.float64)
-        parts_open = tl.zeros([TILE // 4], tl.int1)
-        for i in range(4):
-            offs = t * TILE + (j // 4) * 16 + i * 4 + (j % 4)
-            in_row = offs < v
-            z = _exponent(_load_fp32(row, offs, in_row, KIND), m, temp)
-            if EXACT:
-                e = _expf(z, c_ptr)
-            else:
-                e, undecided = _expf_quick(z, c_ptr)
-                parts_open = parts_open | (undecided & in_row)
-            if store:
-                tl.store(w_row + offs, e, mask=in_row)
-            w = tl.where(in_row, e.to(tl.float64), 0.0)  # P4's exact widening; 0 past the row's end
-            quad = tl.sum(tl.reshape(tl.sum(tl.reshape(w, [TILE // 8, 2]), axis=1), [TILE // 16, 2]), axis=1)
-            if i % 2 == 0:
-                first = quad
-            elif i == 1:
-                pair = first + quad  # level 3 over parts 0 and 1
-            else:
-                total = pair + (first + quad)  # level 3 over parts 2 and 3, then level 4
-        s = _tree(total, TILE // 16, TILE_LOG - 4)
-        open_ = tl.max(parts_open.to(tl.int32))
-    return s, open_
+        w = e.to(tl.float64)  # P4's exact widening
+        part = tl.where(blocks == i, _tree(tl.where(in_row, w, 0.0), BLOCK, BLOCK_LOG), part)
+    return part, open_
 
 
 @triton.jit
 def _tile_weights(row: tl.tensor, w_row: tl.tensor, t: tl.tensor, v: tl.tensor, m: tl.tensor, temp: tl.tensor,
-                  c_ptr: tl.tensor, store: tl.tensor, KIND: tl.constexpr, TILE: tl.constexpr,
-                  TILE_LOG: tl.constexpr) -> tl.tensor:
+                  c_ptr: tl.tensor, store: tl.tensor, KIND: tl.constexpr, TILE: tl.constexpr, TILE_LOG: tl.constexpr,
+                  BLOCK: tl.constexpr, BLOCK_LOG: tl.constexpr) -> tl.tensor:
     """Launch 3 on tile t of a row: its §11.4 P2-P3 weights (stored at ``w_row`` if ``store``) and its P4 subtree sum.
-    §6's expf by ``_expf_quick``; if that leaves an entry of the tile undecided (a normal result in about one tile in
-    64; every result below 2^-126 but +0.0), the whole tile again by §6's own steps (``_expf``), so every weight and
-    the sum are §6's."""
-    s, undecided = _weigh_tile(row, w_row, t, v, m, temp, c_ptr, store, 0, KIND, TILE, TILE_LOG)
+    §6's expf by ``_expf_quick``; if that leaves an entry of the tile undecided (about one tile in 64), the whole tile
+    again by §6's own steps (``_expf``), so every weight and the sum are §6's."""
+    part, undecided = _weigh_tile(row, w_row, t, v, m, temp, c_ptr, store, 0, KIND, TILE, BLOCK, BLOCK_LOG)
     if undecided != 0:
-        s, undecided = _weigh_tile(row, w_row, t, v, m, temp, c_ptr, store, 1, KIND, TILE, TILE_LOG)
-    return s
+        part, undecided = _weigh_tile(row, w_row, t, v, m, temp, c_ptr, store, 1, KIND, TILE, BLOCK, BLOCK_LOG)
+    return _tree(part, TILE // BLOCK, TILE_LOG - BLOCK_LOG)
 
 
 @triton.jit
@@ -371,11 +342,14 @@ def _verify_sums_kernel(
     TILE_LOG: tl.constexpr,  # log2(TILE)
     NTP: tl.constexpr,
     NTP_LOG: tl.constexpr,  # log2(NTP)
+    BLOCK: tl.constexpr,  # entries weighed at once, a power of two dividing TILE (config.VERIFY_BLOCK)
+    BLOCK_LOG: tl.constexpr,  # log2(BLOCK)
 ) -> None:
     # Launch 3: §11.4 P2-P4 per tile (b, t) of the rows whose exact S a later launch reads: row a of a request that
     # draws (launches 6 and 7, which read its weights from w_ptr), every OK row of a marked one (launches 4 and 5;
     # its row a is known only after launch 5, so launches 6 and 7 weigh it themselves); the row's last program
-    # computes S.
+    # computes S. The tile is weighed BLOCK entries at a time: each block's P4 subtree sum, then the tree over the
+    # blocks' sums (the tile's subtree: the same sum, the same order).
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
@@ -389,7 +363,7 @@ def _verify_sums_kernel(
                 row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
                 m = tl.load(m_ptr + r)
                 tl.store(sums_ptr + r * n_tiles + t, _tile_weights(row, w_ptr + b * v, t, v, m, temp, c_ptr,
-                                                                  marked == 0, KIND, TILE, TILE_LOG))
+                                                                  marked == 0, KIND, TILE, TILE_LOG, BLOCK, BLOCK_LOG))
                 if _last_of_row(cnt_ptr, r, n_tiles):
                     tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
 

@@ -28,8 +28,10 @@ C_C4 = tl.constexpr(6)
 C_C5 = tl.constexpr(7)
 C_ONE = tl.constexpr(8)
 C_LN = tl.constexpr(9)  # quick_exp.LN, fl64(ln2 / 64)
-C_MIN_NORMAL = tl.constexpr(10)  # quick_exp's bounds (ZERO_BELOW is no fp32 number: no literal can carry it)
-C_ZERO_BELOW = tl.constexpr(11)
+C_MIN_NORMAL = tl.constexpr(10)  # quick_exp's powers of two (2^-150 is no fp32 number: no literal can carry it)
+C_SUB_SHIFT = tl.constexpr(11)
+C_HALF_SUB = tl.constexpr(12)
+C_SUB_REL = tl.constexpr(13)
 C_TH = tl.constexpr(16)  # TH[0..63]
 C_TL = tl.constexpr(80)  # TL[0..63]
 
@@ -299,7 +301,7 @@ QUICK_NORMAL_ULPS = tl.constexpr(NORMAL_ULPS)
 @triton.jit
 def _expf_quick(z: tl.tensor, c_ptr: tl.tensor) -> tuple[tl.tensor, tl.tensor]:
     """``quick_exp.expf_quick``, step for step: fl32(y2) of fp32 z <= 0 and where it is undecided (int1; elsewhere
-    the value is §6's expf(z))."""
+    the value is §6's expf(z)). The subnormal test only where the block holds a y2 below 2^-126."""
     zc = tl.maximum(z, -104.0)
     x = zc.to(tl.float64)
     t = x * tl.load(c_ptr + C_INV)
@@ -318,8 +320,13 @@ def _expf_quick(z: tl.tensor, c_ptr: tl.tensor) -> tuple[tl.tensor, tl.tensor]:
     scale = (((k >> 6) + 1023).to(tl.int64) << 52).to(tl.float64, bitcast=True)
     y2 = y * scale
     low = y2.to(tl.int64, bitcast=True).to(tl.int32) & 0x1FFFFFFF
-    near = tl.abs(low - 268435456) <= QUICK_NORMAL_ULPS
-    undecided = tl.where(y2 >= tl.load(c_ptr + C_MIN_NORMAL), near, y2 >= tl.load(c_ptr + C_ZERO_BELOW))
+    normal = y2 >= tl.load(c_ptr + C_MIN_NORMAL)
+    undecided = normal & (tl.abs(low - 268435456) <= QUICK_NORMAL_ULPS)
+    if tl.min(y2) < tl.load(c_ptr + C_MIN_NORMAL):
+        sub_shift = tl.load(c_ptr + C_SUB_SHIFT)
+        q = (y2 + sub_shift) - sub_shift
+        sub = (tl.load(c_ptr + C_HALF_SUB) - tl.abs(y2 - q)) > y2 * tl.load(c_ptr + C_SUB_REL)
+        undecided = tl.where(normal, undecided, sub == 0)
     return y2.to(tl.float32), undecided
 
 

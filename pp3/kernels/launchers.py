@@ -39,6 +39,7 @@ from pp3.kernels.config import (
     SEGMENT_CAP,
     SEGMENT_GATHER,
     SEGMENT_SELECT,
+    VERIFY_BLOCK,
     VERIFY_WARPS,
     LaunchConfig,
     segment_gathers,
@@ -74,7 +75,9 @@ def exp_constants(device: torch.device) -> torch.Tensor:
             (_common.C_ONE, ONE),
             (_common.C_LN, quick_exp.LN),
             (_common.C_MIN_NORMAL, quick_exp.MIN_NORMAL),
-            (_common.C_ZERO_BELOW, quick_exp.ZERO_BELOW),
+            (_common.C_SUB_SHIFT, quick_exp.SUB_SHIFT),
+            (_common.C_HALF_SUB, quick_exp.HALF_SUB),
+            (_common.C_SUB_REL, quick_exp.SUB_REL),
         ):
             table[slot.value] = val
         table[_common.C_TH.value : _common.C_TH.value + 64] = TH
@@ -359,6 +362,7 @@ def verify(
     ntp_log = ntp.bit_length() - 1
     grid = (rows * n_tiles,)
     trees = {"TILE": tile, "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp_log}
+    block = min(tile, VERIFY_BLOCK)
     _accept._verify_tiles_kernel[grid](
         *row, counters, peaks, keys.temperature, sums, cls, argmax, maxima, approx,
         D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
@@ -370,7 +374,8 @@ def verify(
     sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
     _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_sums_kernel[(b * n_tiles,)](
-        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
+        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, BLOCK=block,
+        BLOCK_LOG=block.bit_length() - 1, num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_counts_kernel[(rows * n_prog,)](
         *row, counters, *weigh, total, state, counts, remainder, n_prog,

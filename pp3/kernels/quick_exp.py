@@ -24,12 +24,12 @@ midpoint between neighbouring binary32 values) lies between y2 and e^z.
   bits are 2^28 (fl32 keeps 23 of the 52), one every 2^29 fp64 ulps; the ulp of y2 exceeds y2 2^-53, so
   |y2 - e^z| < EPS e^z < 2^-43 (1 + 2^-42) 2^53 ulps < 1025 ulps. Decided if the low 29 bits L of y2 satisfy
   |L - 2^28| > NORMAL_ULPS = 2048. Across a binade's edge the nearest boundaries lie 2^28 ulps away or more.
-- y2 < 2^-126 (a subnormal result, or zero): decided only if y2 < ZERO_BELOW = 2^-150 (1 - 2^-40), where
-  e^z < y2 (1 + EPS) < 2^-150 and both round to +0.0 (every z <= -104 among them: e^-104 < 2^-150 (1 - 2^-5)).
-  Every other result below 2^-126 (z in about [-103.97, -87.34]) is left undecided: a kernel that meets one weighs
-  its tile by §6's own steps (a row spanning more than 87 / T nats pays that in the tiles that hold such entries).
-A normal result is left undecided with probability about 2 NORMAL_ULPS / 2^29 = 2^-17 (one tile of 2,048 entries in
-~64).
+- y2 < 2^-126: the binary32 values are the multiples of 2^-149 (subnormal, or zero, or 2^-126), the boundaries the
+  odd multiples of 2^-150. s = fl64(y2 + 2^-97) rounds y2 to a multiple of 2^-149 (the ulp of fp64 in
+  [2^-97, 2^-96)), q = s - 2^-97 (exact: Sterbenz) is that multiple, rho = y2 - q is exact (|rho| <= 2^-150, a
+  multiple of y2's own ulp) and the nearest boundary lies 2^-150 - |rho| from y2 (exact too). Decided if
+  2^-150 - |rho| > y2 2^-42 > EPS e^z. A y2 below 2^-150 is decided there too (q = 0): its value is +0.0.
+An input is left undecided with probability about 2 NORMAL_ULPS / 2^29 = 2^-17 (one tile of 2,048 entries in ~64).
 ``tools/audit_exp.py --quick`` checks the claim on every fp32 z in [-104, -0.0]: wherever ``decided``, the value is
 the reference's bits (the NumPy twin on the CPU, the kernels' own code with ``--device cuda``).
 """
@@ -44,7 +44,9 @@ from pp3.reference.exponential import C2, C3, C4, INV, ONE, SHIFT, TH, ZMIN
 LN = np.array([0x3F862E42FEFA39EF], dtype=np.uint64).view(np.float64)[0]  # fl64(ln2 / 64)
 NORMAL_ULPS = 2048  # |L - 2^28| above it decides a normal result (the error is below 1025 fp64 ulps)
 MIN_NORMAL = 2.0**-126  # the least normal binary32 value
-ZERO_BELOW = 2.0**-150 * (1.0 - 2.0**-40)  # a y2 below it is decided: +0.0
+SUB_SHIFT = 2.0**-97  # fp64's ulp is 2^-149 in [2^-97, 2^-96)
+HALF_SUB = 2.0**-150  # half the spacing of binary32 values below 2^-126
+SUB_REL = 2.0**-42  # a subnormal result is decided if its nearest boundary lies more than y2 SUB_REL away
 
 F32 = npt.NDArray[np.float32]
 Flags = npt.NDArray[np.bool_]
@@ -68,6 +70,8 @@ def expf_quick(z: F32) -> tuple[F32, Flags]:
         scale = (((k >> np.int32(6)).astype(np.int64) + np.int64(1023)) << np.int64(52)).view(np.float64)
         y2 = y * scale
         low = y2.view(np.int64).astype(np.int32) & np.int32(0x1FFFFFFF)
-        far = np.abs(low - np.int32(1 << 28)) > np.int32(NORMAL_ULPS)
-        decided = np.where(y2 >= MIN_NORMAL, far, y2 < ZERO_BELOW)
+        normal = np.abs(low - np.int32(1 << 28)) > np.int32(NORMAL_ULPS)
+        q = (y2 + SUB_SHIFT) - SUB_SHIFT
+        sub = (HALF_SUB - np.abs(y2 - q)) > y2 * SUB_REL
+        decided = np.where(y2 >= MIN_NORMAL, normal, sub)
         return np.asarray(y2.astype(np.float32), dtype=np.float32), np.asarray(decided, dtype=np.bool_)
