@@ -262,13 +262,10 @@ props-gpu:
 	  -n $(PROPS_WORKERS) proptests/test_kernel_vs_reference.py proptests/test_invariance.py > $(OUT)/props.log 2>&1 \
 	  || rc=$$?; tail -25 $(OUT)/props.log; echo "proptests exit $$rc"; exit $$rc
 
-# The exhaustive device exponentials: pp3.kernels.expf and the verifier's launch-3 one (accept.expf_quick) on every
-# input of the sweep against the reference's bits.
+# The exhaustive device exponential: pp3.kernels.expf on every input of the sweep against the reference's bits.
 expf-gpu:
 	$(gpu_step)
 	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_exp.py --device cuda 2>&1 | tee $(OUT)/expf_audit.log | tail -4
-	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_exp.py --device cuda --quick 2>&1 | tee $(OUT)/expf_quick_audit.log \
-	  | tail -4
 
 # The verifier's screening exponential on every input: its bound against the device expf (pp3.kernels.screen).
 screen-gpu:

@@ -22,7 +22,7 @@ if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from pp3.kernels import _accept, _common, _workspace  # noqa: E402
+from pp3.kernels import _accept, _workspace  # noqa: E402
 from pp3.kernels import uniform_below as uniform_below_dev  # noqa: E402
 from pp3.kernels import verify as verify_dev  # noqa: E402
 from pp3.reference import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, float32_to_bf16_bits, uniform_below, verify  # noqa: E402
@@ -337,58 +337,6 @@ def test_fast_floor_counts_are_the_division_or_unsure() -> None:
                                    c, unsure, N=width)
     assert unsure.tolist() == [0, 0, 0, 1, 1, 1]
     assert_equal(c.cpu().numpy()[:3], want[:3], "floor counts of the sure rows")
-
-
-@triton.jit
-def _launch_3_probe(x_ptr: tl.tensor, w_ptr: tl.tensor, sums_ptr: tl.tensor, v: tl.tensor, mt_ptr: tl.tensor,
-                    c_ptr: tl.tensor, store: tl.tensor, TILE: tl.constexpr, TILE_LOG: tl.constexpr,
-                    BLOCK: tl.constexpr, BLOCK_LOG: tl.constexpr) -> None:
-    t = tl.program_id(0)
-    m, temp = tl.load(mt_ptr), tl.load(mt_ptr + 1)
-    tl.store(sums_ptr + t, _accept._tile_weights(x_ptr, w_ptr, t, v, m, temp, c_ptr, store != 0, _common.KIND_F32,
-                                                 TILE, TILE_LOG, BLOCK, BLOCK_LOG))
-
-
-@pytest.mark.parametrize("planted", [False, True])
-def test_launch_3_weighs_the_hardest_inputs_exactly(planted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Launch 3's weights and tile sums (``_accept._tile_weights``: quick_exp's evaluation, §6's own steps over a
-    tile it leaves undecided) on a row (m = 0, T = 1, so z = x) that holds the ten inputs whose quick value is not
-    §6's, results below 2^-126, -inf and a ragged last tile: every weight is §6's bits and every tile sum the P4
-    subtree of them. Planted (interpreter only: a changed constexpr does not recompile on a GPU): the undecided band
-    emptied, so the quick value stands everywhere; the weights of the ten inputs then differ."""
-    from pp3.kernels import launchers
-    from pp3.kernels.config import EXACT
-    from pp3.reference.exponential import expf
-    from pp3.reference.tickets import pairwise_sum
-    from tests.test_quick_exp import DIFFERENT
-
-    if planted:
-        if os.environ.get("TRITON_INTERPRET") != "1":
-            pytest.skip("the planted constant is read at run time only by the interpreter")
-        monkeypatch.setattr(_common, "QUICK_NORMAL_ULPS", tl.constexpr(-1))
-    tile, block, v = 1024, 256, 3 * 1024 - 100
-    rng = np.random.default_rng(3)
-    x = rng.uniform(-20.0, 0.0, v).astype(np.float32)
-    x[0] = 0.0
-    x[rng.choice(np.arange(1, v), DIFFERENT.size, replace=False)] = DIFFERENT.view(np.float32)
-    x[1500:1600] = rng.uniform(-103.9, -87.4, 100).astype(np.float32)  # results below 2^-126
-    x[1700:1710] = -np.inf
-    n_tiles = -(-v // tile)
-    w = torch.full((v,), -1.0, dtype=torch.float32, device=DEV)
-    sums = torch.empty(n_tiles, dtype=torch.float64, device=DEV)
-    mt = torch.tensor([0.0, 1.0], dtype=torch.float32, device=DEV)  # m and T
-    _launch_3_probe[(n_tiles,)](torch.from_numpy(x).to(DEV).view(torch.int32), w, sums, v, mt,
-                                launchers.exp_constants(DEV), 1, TILE=tile, TILE_LOG=10, BLOCK=block, BLOCK_LOG=8,
-                                **EXACT)
-    want = expf(x)
-    got = w.cpu().numpy()
-    if planted:
-        assert (got.view(np.uint32) != want.view(np.uint32)).sum() == DIFFERENT.size
-        return
-    assert_equal(got.view(np.uint32), want.view(np.uint32), "launch 3's weights")
-    padded = np.zeros(n_tiles * tile)
-    padded[:v] = want.astype(np.float64)
-    assert_equal(sums.cpu().numpy(), pairwise_sum(padded.reshape(n_tiles, tile)), "launch 3's tile sums")
 
 
 @pytest.mark.parametrize("margin", ["default", "raised"])

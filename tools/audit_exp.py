@@ -4,10 +4,6 @@
 Run: python tools/audit_exp.py               (make audit-exp; every fp32 z in [-104, -0.0] plus specials, minutes)
      python tools/audit_exp.py --limit N     (N evenly spaced inputs of that range plus the specials, seconds)
      python tools/audit_exp.py --device cuda (make expf-gpu; pp3.kernels.expf on the same inputs, ~20 s on an H200)
-     python tools/audit_exp.py --quick [--device cuda]
-                                             (the verifier's launch-3 exponential, pp3.kernels.quick_exp: on the CPU
-                                              its NumPy twin, whose decided values must be the reference's bits; on
-                                              the GPU pp3.kernels.accept.expf_quick, every value the reference's)
 
 Inputs: every negative fp32 bit pattern from 0x80000000 (-0.0) to 0xC2D00000 (-104.0) inclusive, plus +0.0, -inf and
 a few z < -104.
@@ -42,7 +38,6 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make pp3 and tools importable
 
-from pp3.kernels.quick_exp import expf_quick
 from pp3.reference.exponential import expf
 from tests.oracles.expf import boundary_distance, cr_expf, exp_mp
 
@@ -167,52 +162,14 @@ def _reference_task(task: Task) -> npt.NDArray[np.uint32]:
     return reference_bits(task_bits(task))
 
 
-def device_bits(bits: npt.NDArray[np.uint32], device: Any, quick: bool = False) -> npt.NDArray[np.uint32]:
-    """``pp3.kernels.expf`` (``accept.expf_quick`` if ``quick``) on ``device`` of the fp32 inputs with these bit
-    patterns, as bits."""
+def device_bits(bits: npt.NDArray[np.uint32], device: Any) -> npt.NDArray[np.uint32]:
+    """``pp3.kernels.expf`` on ``device`` of the fp32 inputs with these bit patterns, as bits."""
     import torch
 
-    from pp3.kernels import accept, select
+    from pp3.kernels import expf as kernel_expf
 
     z = torch.from_numpy(bits.view(np.int32).copy()).to(device).view(torch.float32)
-    out = (accept.expf_quick if quick else select.expf)(z)
-    return np.asarray(out.view(torch.int32).cpu().numpy().view(np.uint32))
-
-
-def quick_bits(bits: npt.NDArray[np.uint32]) -> tuple[int, int]:
-    """``--quick`` on the CPU: (inputs whose twin value is decided but not the reference's bits, inputs undecided)."""
-    wrong = undecided = 0
-    for lo in range(0, bits.size, CHUNK):
-        z = bits[lo : lo + CHUNK].view(np.float32)
-        e, decided = expf_quick(z)
-        wrong += int((decided & (e.view(np.uint32) != expf(z).view(np.uint32))).sum())
-        undecided += int((~decided).sum())
-    return wrong, undecided
-
-
-def _quick_task(task: Task) -> tuple[int, int]:
-    return quick_bits(task_bits(task))
-
-
-def quick_audit(limit: int | None, workers: int) -> int:
-    """``--quick`` on the CPU: pp3.kernels.quick_exp's twin on every input of the sweep; exit status 1 if a decided
-    value is not the reference's."""
-    t0 = time.perf_counter()
-    tasks = _tasks(limit)
-    print(f"audit-exp --quick: the NumPy twin, {'full sweep' if limit is None else f'sample of ~{limit}'}, "
-          f"{len(tasks)} tasks, {workers} workers", flush=True)
-    wrong, undecided = quick_bits(np.array(SPECIALS, dtype=np.uint32))
-    inputs = len(SPECIALS)
-    with mp.Pool(workers) as pool:
-        for done, (task, (w, u)) in enumerate(zip(tasks, pool.imap(_quick_task, tasks), strict=True), start=1):
-            wrong, undecided, inputs = wrong + w, undecided + u, inputs + len(range(*task))
-            print(f"  [{done:3d}/{len(tasks)}] inputs {inputs:>13,}  undecided {undecided:,}  wrong {wrong}  "
-                  f"{time.perf_counter() - t0:7.1f} s", flush=True)
-    print(f"inputs: {inputs:,}")
-    print(f"undecided (left to §6's own steps): {undecided:,} ({undecided / inputs:.3g} of the inputs)")
-    print(f"decided but not the reference's bits: {wrong:,}")
-    print(f"runtime: {time.perf_counter() - t0:.1f} s")
-    return 1 if wrong else 0
+    return np.asarray(kernel_expf(z).view(torch.int32).cpu().numpy().view(np.uint32))
 
 
 def differences(
@@ -223,22 +180,20 @@ def differences(
     return int(bad.size), [(int(bits[i]), int(got[i]), int(want[i])) for i in bad[:first]]
 
 
-def device_audit(limit: int | None, workers: int, dev: Any, quick: bool = False) -> int:
-    """``--device cuda``: pp3.kernels.expf (accept.expf_quick if ``quick``) on ``dev`` against the reference's bits,
-    every input of the sweep."""
+def device_audit(limit: int | None, workers: int, dev: Any) -> int:
+    """``--device cuda``: pp3.kernels.expf on ``dev`` against the reference's bits, every input of the sweep."""
     t0 = time.perf_counter()
     tasks = _tasks(limit)
-    print(f"audit-exp{' --quick' if quick else ''}: device {dev}, "
-          f"{'full sweep' if limit is None else f'sample of ~{limit}'}, {len(tasks)} tasks, "
+    print(f"audit-exp: device {dev}, {'full sweep' if limit is None else f'sample of ~{limit}'}, {len(tasks)} tasks, "
           f"{workers} reference workers", flush=True)
     specials = np.array(SPECIALS, dtype=np.uint32)
-    count, first = differences(specials, device_bits(specials, dev, quick), reference_bits(specials))
+    count, first = differences(specials, device_bits(specials, dev), reference_bits(specials))
     inputs = specials.size
     # spawn, not fork: this process may hold a CUDA context.
     with mp.get_context("spawn").Pool(workers) as pool:
         for done, (task, want) in enumerate(zip(tasks, pool.imap(_reference_task, tasks), strict=True), start=1):
             bits = task_bits(task)
-            n, some = differences(bits, device_bits(bits, dev, quick), want)
+            n, some = differences(bits, device_bits(bits, dev), want)
             count, inputs = count + n, inputs + bits.size
             first += some[: max(0, 10 - len(first))]
             print(f"  [{done:3d}/{len(tasks)}] inputs {inputs:>13,}  differ {count}  {time.perf_counter() - t0:7.1f} s",
@@ -281,11 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="processes (default: the CPU count less 2, at least 2)")
     ap.add_argument("--oracle", choices=("numpy", "libm"), default="numpy", help="fp64 exp used as the first oracle")
     ap.add_argument("--worst-out", type=Path, default=None, help="write the hard cases (referred inputs) here")
-    ap.add_argument("--quick", action="store_true",
-                    help="the verifier's launch-3 exponential (pp3.kernels.quick_exp) against the reference's bits")
     args = ap.parse_args(argv)
-    if args.quick and (args.worst_out is not None or args.oracle != "numpy"):
-        ap.error("--worst-out and --oracle belong to the reference's own audit")
     if args.device == "cuda":
         if args.worst_out is not None or args.oracle != "numpy":
             ap.error("--worst-out and --oracle belong to --device cpu")
@@ -294,9 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():
             print("audit-exp --device cuda: no CUDA GPU here")
             return 2
-        return device_audit(args.limit, args.workers, torch.device("cuda"), args.quick)
-    if args.quick:
-        return quick_audit(args.limit, args.workers)
+        return device_audit(args.limit, args.workers, torch.device("cuda"))
 
     t0 = time.perf_counter()
     tasks = _tasks(args.limit)

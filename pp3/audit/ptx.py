@@ -230,7 +230,6 @@ def exercise(device: torch.device) -> None:
             accept.verify(target, temp, tok, st, ids, tix, 1, 2, 3)
     select.expf(-torch.rand(10, device=device, generator=g))
     accept.expf_screen(-torch.rand(10, device=device, generator=g))
-    accept.expf_quick(-torch.rand(10, device=device, generator=g))
     one = torch.ones(1, dtype=torch.int64, device=device)
     select.philox(one.expand(1, 4).contiguous(), one.expand(1, 2).contiguous())
     accept.uniform_below(one, one, one, DOMAIN_ACCEPT, one)  # a domain >= 2^31, as the verifier passes it (int64)

@@ -14,7 +14,6 @@ from pp3.kernels._common import (
     EMPTY_ID,
     TICKETS,
     _expf,
-    _expf_quick,
     _expf_screen,
     _last_of_row,
     _load_padded,
@@ -282,45 +281,6 @@ def _verify_tiles_kernel(
 
 
 @triton.jit
-def _weigh_tile(row: tl.tensor, w_row: tl.tensor, t: tl.tensor, v: tl.tensor, m: tl.tensor, temp: tl.tensor,
-                c_ptr: tl.tensor, store: tl.tensor, EXACT: tl.constexpr, KIND: tl.constexpr, TILE: tl.constexpr,
-                BLOCK: tl.constexpr, BLOCK_LOG: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
-    """Launch 3's weights of tile t of a row (§11.4 P2-P3; stored at ``w_row`` if ``store``), BLOCK entries at a time,
-    and each block's P4 subtree sum ([TILE // BLOCK] fp64). With ``_expf_quick`` (EXACT 0), also whether it left an
-    entry undecided (then the caller weighs the tile again with EXACT 1: §6's own ``_expf``, 0)."""
-    blocks = tl.arange(0, TILE // BLOCK)
-    part = tl.zeros([TILE // BLOCK], tl.float64)
-    open_ = tl.zeros((), tl.int32)
-    for i in range(TILE // BLOCK):
-        offs = t * TILE + i * BLOCK + tl.arange(0, BLOCK)
-        in_row = offs < v
-        z = _exponent(_load_fp32(row, offs, in_row, KIND), m, temp)
-        if EXACT:
-            e = _expf(z, c_ptr)
-        else:
-            e, undecided = _expf_quick(z, c_ptr)
-            open_ |= tl.max((undecided & in_row).to(tl.int32))
-        if store:
-            tl.store(w_row + offs, e, mask=in_row)
-        w = e.to(tl.float64)  # P4's exact widening
-        part = tl.where(blocks == i, _tree(tl.where(in_row, w, 0.0), BLOCK, BLOCK_LOG), part)
-    return part, open_
-
-
-@triton.jit
-def _tile_weights(row: tl.tensor, w_row: tl.tensor, t: tl.tensor, v: tl.tensor, m: tl.tensor, temp: tl.tensor,
-                  c_ptr: tl.tensor, store: tl.tensor, KIND: tl.constexpr, TILE: tl.constexpr, TILE_LOG: tl.constexpr,
-                  BLOCK: tl.constexpr, BLOCK_LOG: tl.constexpr) -> tl.tensor:
-    """Launch 3 on tile t of a row: its §11.4 P2-P3 weights (stored at ``w_row`` if ``store``) and its P4 subtree sum.
-    §6's expf by ``_expf_quick``; if that leaves an entry of the tile undecided (about one tile in 64), the whole tile
-    again by §6's own steps (``_expf``), so every weight and the sum are §6's."""
-    part, undecided = _weigh_tile(row, w_row, t, v, m, temp, c_ptr, store, 0, KIND, TILE, BLOCK, BLOCK_LOG)
-    if undecided != 0:
-        part, undecided = _weigh_tile(row, w_row, t, v, m, temp, c_ptr, store, 1, KIND, TILE, BLOCK, BLOCK_LOG)
-    return _tree(part, TILE // BLOCK, TILE_LOG - BLOCK_LOG)
-
-
-@triton.jit
 def _verify_sums_kernel(
     x_ptr: tl.tensor,  # [B, D+1, V] raw target logit bits
     stride_b: tl.tensor,
@@ -342,14 +302,11 @@ def _verify_sums_kernel(
     TILE_LOG: tl.constexpr,  # log2(TILE)
     NTP: tl.constexpr,
     NTP_LOG: tl.constexpr,  # log2(NTP)
-    BLOCK: tl.constexpr,  # entries weighed at once, a power of two dividing TILE (config.VERIFY_BLOCK)
-    BLOCK_LOG: tl.constexpr,  # log2(BLOCK)
 ) -> None:
     # Launch 3: §11.4 P2-P4 per tile (b, t) of the rows whose exact S a later launch reads: row a of a request that
     # draws (launches 6 and 7, which read its weights from w_ptr), every OK row of a marked one (launches 4 and 5;
     # its row a is known only after launch 5, so launches 6 and 7 weigh it themselves); the row's last program
-    # computes S. The tile is weighed BLOCK entries at a time: each block's P4 subtree sum, then the tree over the
-    # blocks' sums (the tile's subtree: the same sum, the same order).
+    # computes S.
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
@@ -357,13 +314,17 @@ def _verify_sums_kernel(
     if marked | (tl.load(state_ptr + STATE * b + ST_DRAWS) != 0):
         a = tl.load(state_ptr + STATE * b + ST_A)
         temp = tl.load(temp_ptr + b)
+        offs = t * TILE + tl.arange(0, TILE)
+        in_row = offs < v
         for j in range(tl.where(marked, 0, a), tl.where(marked, D + 1, a + 1)):
             r = b * (D + 1) + j
             if tl.load(cls_ptr + r) == 0:  # temp > 0: the request is sampled
                 row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
-                m = tl.load(m_ptr + r)
-                tl.store(sums_ptr + r * n_tiles + t, _tile_weights(row, w_ptr + b * v, t, v, m, temp, c_ptr,
-                                                                  marked == 0, KIND, TILE, TILE_LOG, BLOCK, BLOCK_LOG))
+                e = _expf(_exponent(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp), c_ptr)
+                if marked == 0:
+                    tl.store(w_ptr + b * v + offs, e, mask=in_row)
+                w = e.to(tl.float64)  # P4's exact widening
+                tl.store(sums_ptr + r * n_tiles + t, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
                 if _last_of_row(cnt_ptr, r, n_tiles):
                     tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
 

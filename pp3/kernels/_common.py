@@ -14,7 +14,6 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.language.random import philox_impl
 
-from pp3.kernels.quick_exp import NORMAL_ULPS
 from pp3.kernels.screen import LOG2E, MAGIC, POLY, SCREEN_FLOOR
 
 # Layout of the fp64 constants tensor of §6 (built from pp3.reference.exponential by select.exp_constants).
@@ -27,11 +26,6 @@ C_C3 = tl.constexpr(5)
 C_C4 = tl.constexpr(6)
 C_C5 = tl.constexpr(7)
 C_ONE = tl.constexpr(8)
-C_LN = tl.constexpr(9)  # quick_exp.LN, fl64(ln2 / 64)
-C_MIN_NORMAL = tl.constexpr(10)  # quick_exp's powers of two (2^-150 is no fp32 number: no literal can carry it)
-C_SUB_SHIFT = tl.constexpr(11)
-C_HALF_SUB = tl.constexpr(12)
-C_SUB_REL = tl.constexpr(13)
 C_TH = tl.constexpr(16)  # TH[0..63]
 C_TL = tl.constexpr(80)  # TL[0..63]
 
@@ -295,41 +289,6 @@ def _expf_scale(p: tl.tensor, m: tl.tensor, th: tl.tensor, tlo: tl.tensor) -> tl
     return (y * scale).to(tl.float32)  # E8, E9: one fp64 -> fp32 rounding
 
 
-QUICK_NORMAL_ULPS = tl.constexpr(NORMAL_ULPS)
-
-
-@triton.jit
-def _expf_quick(z: tl.tensor, c_ptr: tl.tensor) -> tuple[tl.tensor, tl.tensor]:
-    """``quick_exp.expf_quick``, step for step: fl32(y2) of fp32 z <= 0 and where it is undecided (int1; elsewhere
-    the value is §6's expf(z)). The subnormal test only where the block holds a y2 below 2^-126."""
-    zc = tl.maximum(z, -104.0)
-    x = zc.to(tl.float64)
-    t = x * tl.load(c_ptr + C_INV)
-    shift = tl.load(c_ptr + C_SHIFT)
-    big = t + shift
-    kd = big - shift
-    k = big.to(tl.int64, bitcast=True).to(tl.int32)  # the low word: k mod 2^32
-    r = x - kd * tl.load(c_ptr + C_LN)
-    c2 = tl.load(c_ptr + C_C2)
-    c3 = tl.load(c_ptr + C_C3)
-    c4 = tl.load(c_ptr + C_C4)
-    one = tl.load(c_ptr + C_ONE)
-    p = r * (one + r * (c2 + r * (c3 + r * c4)))
-    th = tl.load(c_ptr + C_TH + (k & 63))
-    y = th + th * p
-    scale = (((k >> 6) + 1023).to(tl.int64) << 52).to(tl.float64, bitcast=True)
-    y2 = y * scale
-    low = y2.to(tl.int64, bitcast=True).to(tl.int32) & 0x1FFFFFFF
-    normal = y2 >= tl.load(c_ptr + C_MIN_NORMAL)
-    undecided = normal & (tl.abs(low - 268435456) <= QUICK_NORMAL_ULPS)
-    if tl.min(y2) < tl.load(c_ptr + C_MIN_NORMAL):
-        sub_shift = tl.load(c_ptr + C_SUB_SHIFT)
-        q = (y2 + sub_shift) - sub_shift
-        sub = (tl.load(c_ptr + C_HALF_SUB) - tl.abs(y2 - q)) > y2 * tl.load(c_ptr + C_SUB_REL)
-        undecided = tl.where(normal, undecided, sub == 0)
-    return y2.to(tl.float32), undecided
-
-
 # The verifier's screening exponential (``pp3.kernels.screen``: its NumPy twin, the constants and its audited bound).
 SCREEN_FLOOR_Z = tl.constexpr(SCREEN_FLOOR)
 SCREEN_LOG2E = tl.constexpr(LOG2E)
@@ -387,22 +346,6 @@ def _expf_kernel(
     mask = offs < n
     z = tl.load(z_ptr + offs, mask=mask, other=0.0)
     tl.store(out_ptr + offs, _expf(z, c_ptr), mask=mask)
-
-
-@triton.jit
-def _expf_quick_kernel(
-    z_ptr: tl.tensor,  # [n] fp32 inputs (z <= 0)
-    out_ptr: tl.tensor,  # [n] fp32 out: SPEC.md §6 by _expf_quick, by _expf where it is undecided
-    c_ptr: tl.tensor,  # fp64 constants of §6 and quick_exp
-    n: tl.tensor,  # number of inputs
-    BLOCK: tl.constexpr,
-) -> None:
-    # The verifier's exponential (_expf_quick, _expf where it is undecided) alone, for the exhaustive audit.
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    z = tl.load(z_ptr + offs, mask=mask, other=0.0)
-    e, undecided = _expf_quick(z, c_ptr)
-    tl.store(out_ptr + offs, tl.where(undecided, _expf(z, c_ptr), e), mask=mask)
 
 
 @triton.jit

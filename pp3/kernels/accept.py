@@ -15,10 +15,7 @@ from pp3.kernels import checks, launchers, screen
 from pp3.kernels.buffers import RowKeys, Verdict
 from pp3.reference._constants import K
 
-__all__ = [
-    "Verdict", "count_margin", "expf_quick", "expf_screen", "remainder_bound", "screen_margin", "uniform_below",
-    "verify",
-]
+__all__ = ["Verdict", "count_margin", "expf_screen", "remainder_bound", "screen_margin", "uniform_below", "verify"]
 
 
 def verify(
@@ -100,16 +97,6 @@ def remainder_bound(v: int) -> int:
     the test of a draft x_j = g_j without R unless U_j falls in c .. c + bound - 1 (then launches 3 to 5 do, with R);
     a larger bound only sends more tests there (the tests raise it to 2^40 to run that path often)."""
     return v
-
-
-def expf_quick(z: torch.Tensor) -> torch.Tensor:
-    """SPEC.md §6 ``expf`` on a 1-D fp32 tensor of z <= 0 as the verifier's launch 3 evaluates it
-    (``pp3.kernels.quick_exp``, §6's own steps where its test leaves an input undecided), through the kernels' own
-    device code: for the audit that it is §6's function (tools/audit_exp.py --quick)."""
-    if not isinstance(z, torch.Tensor) or z.dtype != torch.float32 or z.dim() != 1:
-        raise TypeError("z: expected a 1-D float32 torch.Tensor")
-    z = z.contiguous()
-    return launchers.expf_quick(z, torch.empty_like(z))
 
 
 def expf_screen(z: torch.Tensor) -> torch.Tensor:

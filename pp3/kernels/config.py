@@ -23,9 +23,6 @@ VERIFY_TILE_SMALL = 1024
 VERIFY_SMALL_ENTRIES = 1 << 22  # B * (D + 1) * V: B <= 4 at depth 5 and V = 163840
 MAX_VERIFY_TILES = 1024  # tiles per target row whose partials one program of the verifier reduces
 VERIFY_WARPS = 4  # warps per program of the verifier's per-tile launches (1, 3, 4 and 6)
-# Launch 3 weighs its tile in blocks of VERIFY_BLOCK entries, one after the other (4 per thread at 4 warps): the few
-# registers of a block let several programs per SM hide each other's chains of loads.
-VERIFY_BLOCK = 512
 COUNT_CHUNK = 8  # tiles per program of the verifier's launch 4 (the floor counts of the rare marked requests)
 MAX_TILES = 512  # tiles per row that launch 2 merges in one program (512 * 32 keys = 128 KiB)
 FINALIZE_CAP = 128  # compaction slots in launch 2 (_top_k); more survivors fall back to rounds of max

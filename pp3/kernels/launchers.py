@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import triton
 
-from pp3.kernels import _accept, _common, _greedy, _rows, _select, _workspace, quick_exp
+from pp3.kernels import _accept, _common, _greedy, _rows, _select, _workspace
 from pp3.kernels.buffers import (
     BAD_CANDIDATES,
     GATHER_BITS,
@@ -39,7 +39,6 @@ from pp3.kernels.config import (
     SEGMENT_CAP,
     SEGMENT_GATHER,
     SEGMENT_SELECT,
-    VERIFY_BLOCK,
     VERIFY_WARPS,
     LaunchConfig,
     segment_gathers,
@@ -73,11 +72,6 @@ def exp_constants(device: torch.device) -> torch.Tensor:
             (_common.C_C4, C4),
             (_common.C_C5, C5),
             (_common.C_ONE, ONE),
-            (_common.C_LN, quick_exp.LN),
-            (_common.C_MIN_NORMAL, quick_exp.MIN_NORMAL),
-            (_common.C_SUB_SHIFT, quick_exp.SUB_SHIFT),
-            (_common.C_HALF_SUB, quick_exp.HALF_SUB),
-            (_common.C_SUB_REL, quick_exp.SUB_REL),
         ):
             table[slot.value] = val
         table[_common.C_TH.value : _common.C_TH.value + 64] = TH
@@ -362,7 +356,6 @@ def verify(
     ntp_log = ntp.bit_length() - 1
     grid = (rows * n_tiles,)
     trees = {"TILE": tile, "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp_log}
-    block = min(tile, VERIFY_BLOCK)
     _accept._verify_tiles_kernel[grid](
         *row, counters, peaks, keys.temperature, sums, cls, argmax, maxima, approx,
         D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
@@ -374,8 +367,7 @@ def verify(
     sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
     _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_sums_kernel[(b * n_tiles,)](
-        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, BLOCK=block,
-        BLOCK_LOG=block.bit_length() - 1, num_warps=VERIFY_WARPS, **EXACT,
+        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_counts_kernel[(rows * n_prog,)](
         *row, counters, *weigh, total, state, counts, remainder, n_prog,
@@ -401,16 +393,6 @@ def expf(z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """SPEC.md §6 ``expf`` of a contiguous 1-D fp32 ``z`` (z <= 0) into ``out``, the kernels' own device code."""
     block = 1024
     _common._expf_kernel[(triton.cdiv(z.numel(), block),)](
-        z, out, exp_constants(z.device), z.numel(), BLOCK=block, **EXACT
-    )
-    return out
-
-
-def expf_quick(z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """SPEC.md §6 ``expf`` of a contiguous 1-D fp32 ``z`` (z <= 0) into ``out`` as the verifier's launch 3 computes it:
-    ``pp3.kernels.quick_exp``'s evaluation, §6's own where its test leaves an input undecided."""
-    block = 1024
-    _common._expf_quick_kernel[(triton.cdiv(z.numel(), block),)](
         z, out, exp_constants(z.device), z.numel(), BLOCK=block, **EXACT
     )
     return out
