@@ -1,6 +1,7 @@
 """``python -m pp3.audit.accept_bulk``, the verifier's bulk parity run, at interpreter sizes: a tiny run equals the
 reference and covers every category it counts, a planted kernel bug is caught (and its dump replays), rows do not
-depend on the run that checks them, and runs that would check nothing refuse to start.
+depend on the run that checks them, runs that would check nothing refuse to start, and the host buffers are
+page-locked and released (or the run stops, naming --pageable).
 
 Runs under TRITON_INTERPRET=1 (V = 40: ~25 s in all) or natively on a CUDA GPU; skipped otherwise.
 """
@@ -147,3 +148,49 @@ def test_an_unwritable_out_is_refused_before_the_work(tmp_path: Path, capsys: py
     with pytest.raises(SystemExit) as e:
         accept_bulk.main(["--rows", "8", "--out", str(blocker / "failures")])
     assert e.value.code == 2 and "--out" in capsys.readouterr().err
+
+
+class _Cudart:
+    """A stand-in for ``torch.cuda.cudart()``: records registrations, fails the ``fail_at``-th."""
+
+    def __init__(self, fail_at: int | None) -> None:
+        self.fail_at = fail_at
+        self.held: list[tuple[int, int]] = []
+        self.released: list[int] = []
+
+    def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:
+        if len(self.held) == self.fail_at:
+            return 1
+        self.held.append((ptr, size))
+        return 0
+
+    def cudaHostUnregister(self, ptr: int) -> int:
+        self.released.append(ptr)
+        return 0
+
+
+@pytest.mark.parametrize("fail_at", [None, 1])
+def test_the_host_buffers_are_registered_and_released(fail_at: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ring buffer is page-locked once and unregistered on exit, or the run stops naming --pageable (the
+    buffers registered before the failure released too); the buffers still close afterwards (no export is left)."""
+    from multiprocessing import shared_memory
+
+    fake = _Cudart(fail_at)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    ring = tuple(shared_memory.SharedMemory(create=True, size=4096) for _ in range(3))
+    try:
+        if fail_at is None:
+            with accept_bulk.pinned(ring, pageable=False) as how:
+                assert how.startswith("page-locked (3 x") and len(fake.held) == 3 and fake.released == []
+            assert fake.released == [p for p, _ in fake.held] and all(n == 4096 for _, n in fake.held)
+        else:
+            with pytest.raises(RuntimeError, match="--pageable"), accept_bulk.pinned(ring, pageable=False):
+                pass
+            assert fake.released == [p for p, _ in fake.held] and len(fake.held) == fail_at
+        with accept_bulk.pinned(ring, pageable=True) as how:
+            assert how == "pageable"
+    finally:
+        for shm in ring:
+            shm.close()
+            shm.unlink()

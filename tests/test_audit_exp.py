@@ -7,8 +7,10 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
+from pp3.audit import fast_accept
 from pp3.testing.golden import load_expf_wc
 from pp3.testing.mutants import expf_final_rounding_in_fp32
 from tests.oracles.expf import boundary_distance, cr_expf, round_mpf
@@ -72,6 +74,7 @@ def test_audit_passes_the_reference_on_a_slice() -> None:
     assert t.inputs == bits.size
     assert {r.zbits for r in t.referred} >= set(hard), "hard cases not referred"
     assert [r for r in t.referred if r.ref_bits != r.cr_bits] == []
+    assert t.fast_differs == []  # pp3.audit.fast_accept.expf, on the subnormal results and the hardest inputs
     hardest = min(t.referred, key=lambda r: r.exact_ulps)
     assert hardest.zbits == 0xC16912CD and 1.26 < hardest.exact_ulps < 1.27  # SPEC.md §6.1's ~1.265 ulp
 
@@ -85,10 +88,24 @@ def test_audit_reports_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     assert mis and t.disagreements == len(mis)
 
 
+def test_audit_reports_a_fast_expf_that_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted same-bits exponential that is not: an fp64 exp 2^-30 off, rounded to fp32 with no rounding test."""
+
+    def off(z: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        return (np.exp(z.astype(np.float64)) * (1.0 + 2.0**-30)).astype(np.float32)
+
+    monkeypatch.setattr(fast_accept, "expf", off)
+    bits = np.arange(0xBF800000, 0xBF800000 + 65536, dtype=np.uint64).astype(np.uint32)  # z ~ -1: normal results
+    t = audit_exp.audit_bits(bits, "numpy")
+    print(f"an fp64 exp 2^-30 off as the fast expf: {len(t.fast_differs)} of {t.inputs} differ")
+    assert t.fast_differs
+
+
 def test_limit_mode_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert audit_exp.main(["--limit", "200000", "--workers", "1"]) == 0
     text = capsys.readouterr().out
     assert "reference misrounded: 0" in text and "runtime:" in text
+    assert "pp3.audit.fast_accept.expf differs from the reference: 0" in text
 
 
 

@@ -1,7 +1,9 @@
 """``pp3.audit.fast_accept`` (the bulk audit's verifier) gives the bits of the plain reference ``pp3.reference.accept``
-(SPEC.md §11), by equality, path by path: the table of distinct values of fp16 / bf16 rows (§11.4 P2-P3), rows in
-blocks (P1-P6), §11.4 evaluated only for the target rows that reach an output, and the residual at the draft's slots
-(§11.7); V from 1 to 163840, forced edge uniforms and random cases."""
+(SPEC.md §11), by equality, path by path: §6's exponential by NumPy's fp64 exp and a rounding test (on a sweep of
+the domain and its hardest inputs; an exp that errs by more than the margin is caught), §3's classes from one
+maximum per row (fp32) or from the bits (fp16), fp16 and bf16 rows (§11.4 P2-P3), rows in blocks (P1-P6), §11.4
+evaluated only for the target rows that reach an output, and the residual at the draft's slots (§11.7); V from 1 to
+163840, forced edge uniforms and random cases."""
 
 from __future__ import annotations
 
@@ -13,9 +15,18 @@ import numpy.typing as npt
 import pytest
 
 from pp3.audit import fast_accept
-from pp3.reference import DOMAIN_ACCEPT, Q_SHIFT, accept, bf16_bits_to_float32, float32_to_bf16_bits, philox
+from pp3.reference import (
+    DOMAIN_ACCEPT,
+    Q_SHIFT,
+    accept,
+    bf16_bits_to_float32,
+    exponential,
+    float32_to_bf16_bits,
+    philox,
+)
 from pp3.testing.compare import assert_equal, assert_same_verdict
 from pp3.testing.drafts import drafts, point_drafts
+from pp3.testing.golden import load_expf_wc
 
 F32 = npt.NDArray[np.float32]
 U64 = npt.NDArray[np.uint64]
@@ -49,15 +60,61 @@ def _narrow_row(fmt: str, v: int, seed: int) -> F32:
 # ----------------------------------------------------------------------------------------------------- §11.4
 
 
+def _sweep(count: int) -> F32:
+    """~``count`` evenly spaced fp32 z of [-104, -0.0] (bit patterns 0x80000000 .. 0xC2D00000), the hardest inputs
+    of §6 (``expf.wc``), and -inf, +0.0 and a few z < -104."""
+    step = (0xC2D00000 - 0x80000000) // count
+    bits = np.arange(0x80000000, 0xC2D00001, step, dtype=np.uint64).astype(np.uint32)
+    hard, _ = load_expf_wc()
+    edges = np.array([0xFF800000, 0x00000000, 0xC2D00000, 0xC2D00001, 0xC3480000, 0xFF7FFFFF], dtype=np.uint32)
+    return np.concatenate([bits.view(np.float32), hard, edges.view(np.float32)])
+
+
+def test_expf_equals_the_reference_on_a_sweep_and_the_hardest_inputs() -> None:
+    z = _sweep(1 << 20)
+    assert_equal(fast_accept.expf(z).view(np.uint32), exponential.expf(z).view(np.uint32), "expf, sweep")
+
+
+@pytest.mark.parametrize(("margin", "caught"), [(fast_accept.EXP_MARGIN, True), (np.float64(2.0**-29), False)])
+def test_an_exp_that_errs_by_more_than_the_margin_is_caught(
+    margin: np.float64, caught: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A planted fp64 exp off by 2^-30 relative: with the margin (2^-40) the rounding test decides values it gets
+    wrong, and the sweep sees them; with a margin above its error (2^-29) every decided value is still §6's."""
+    exp = np.exp
+    monkeypatch.setattr(np, "exp", lambda x: exp(x) * np.float64(1.0 + 2.0**-30))
+    z = _sweep(1 << 18)
+    differ = int((fast_accept.expf(z, margin).view(np.uint32) != exponential.expf(z).view(np.uint32)).sum())
+    assert (differ > 100) if caught else (differ == 0), differ
+
+
+def test_target_class_equals_the_reference() -> None:
+    """Every class and §3's precedence (NaN over +inf over zero mass), NaNs of either sign and any payload, -0.0, in
+    fp32 and fp16 rows."""
+    rows = {
+        "finite": [1.0, -2.0, 0.0, -0.0], "nan": [1.0, np.nan, -np.inf, np.inf], "neg_nan": [-np.inf, 0.0, 0.0, 0.0],
+        "inf": [np.inf, -np.inf, 3.0, -0.0], "zero_mass": [-np.inf] * 4,
+        "one_finite": [-np.inf, -np.inf, -7.0, -np.inf], "nan_only": [np.nan] * 4, "inf_only": [np.inf] * 4,
+    }
+    x = np.array(list(rows.values()), dtype=np.float32)
+    x.view(np.uint32)[2, 1] = 0xFFC00001  # a negative NaN with a payload (fp16: 0xFE00)
+    want = accept.target_class(x)
+    assert set(want.tolist()) == {0, 1, 2, 3}
+    assert_equal(fast_accept.target_class(x), want, "classes, fp32")
+    x16 = x.astype(np.float16)
+    x16.view(np.uint16)[0, 3] = 0x7C01  # a signalling-NaN pattern in the finite row: it is NaN now
+    assert_equal(fast_accept.target_class(x16), accept.target_class(x16.astype(np.float32)), "classes, fp16")
+    assert fast_accept.target_class(x16)[0] == 1
+
+
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
 @pytest.mark.parametrize("t", TEMPS)
-def test_the_table_of_distinct_values_gives_the_reference_weights(fmt: str, t: float) -> None:
+def test_the_weights_of_narrow_rows_are_the_reference_weights(fmt: str, t: float) -> None:
     x = _narrow_row(fmt, 1 << 15, 7)
     g = accept.argmax(x[None])
     m = x[g]
     temp = np.array([t], dtype=np.float32)
-    assert not (x.view(np.uint32) & fast_accept._NARROW_MASK).any()  # the table path is the one taken
-    got = fast_accept._row_weights(x, m[0], temp[0])
+    got = fast_accept._weights(x, m[0], temp[0])
     assert_equal(got.view(np.uint32), accept.weights(x[None], m, temp)[0].view(np.uint32), f"{fmt} e, T = {t}")
 
 
@@ -76,12 +133,14 @@ def test_the_entrywise_weights_are_the_reference_weights() -> None:
 @pytest.mark.parametrize(
     ("v", "rows"),
     [
-        (1, 1 + (1 << 18)),  # V = 1: 2^18 rows per block, so two blocks
+        (1, 1 + (1 << 15)),  # V = 1: 2^15 rows per block, so two blocks
         (2, 5),
-        (37, 4097),  # 4096 rows per block (padded to 64): a ragged second block
-        (4097, 65),  # padded to 8192: 32 rows per block, three blocks
-        (1 << 15, 9),  # the table path (V >= 2^15), 8 rows per block
-        (163840, 4),  # the production vocabulary, one row per block
+        (37, 1025),  # 512 rows per block (padded to 64): a ragged third block
+        (4097, 9),  # padded to 8192: 4 rows per block, three blocks
+        (1 << 15, 3),  # the largest rows taken together: one row per block
+        ((1 << 15) + 1, 2),  # one row at a time: a full block and a block of one entry, padded to 2^16
+        (100003, 2),  # four blocks, the last ragged, padded to 2^17
+        (163840, 4),  # the production vocabulary: five blocks, padded to 2^18 (three blocks of +0.0)
     ],
 )
 def test_tickets_in_blocks_are_the_reference_tickets(v: int, rows: int) -> None:

@@ -14,11 +14,14 @@ bits) when the oracle's fp64 value lies within 8 fp64 ulps of a binary32 roundin
 reference disagree; mpmath then decides. An fp64 exp that errs by less than ~7 ulps cannot hide a misrounded input:
 if the reference's y2 lies on the wrong side of a boundary, e^z lies within ~1 fp64 ulp of it.
 
+It also checks that ``pp3.audit.fast_accept.expf`` (the bulk audit's same-bits exponential: NumPy's fp64 exp with a
+rounding test) returns the reference's bits on every input.
+
 ``--device cuda`` runs ``pp3.kernels.expf`` on the GPU while a process pool computes the reference's bits of the next
 inputs, and compares bit for bit.
 
-Exit status 1 if any input is misrounded (cpu) or differs from the reference (cuda), the first few printed in hex;
-0 otherwise.
+Exit status 1 if any input is misrounded or fast_accept's expf differs (cpu), or the device's differs from the
+reference (cuda), the first few printed in hex; 0 otherwise.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make pp3 and tools importable
 
+from pp3.audit import fast_accept
 from pp3.reference.exponential import expf
 from tests.oracles.expf import boundary_distance, cr_expf, exp_mp
 
@@ -73,6 +77,7 @@ class Referred:
 class Tally:
     inputs: int = 0
     disagreements: int = 0  # reference != oracle before mpmath
+    fast_differs: list[int] = field(default_factory=list)  # inputs where pp3.audit.fast_accept.expf != the reference
     referred: list[Referred] = field(default_factory=list)
 
 
@@ -114,6 +119,7 @@ def audit_bits(bits: npt.NDArray[np.uint32], oracle: str) -> Tally:
             orc = y.astype(np.float32)
             _, d64 = boundary_distance(y)
         disagree = ref.view(np.uint32) != orc.view(np.uint32)
+        tally.fast_differs += b[fast_accept.expf(z).view(np.uint32) != ref.view(np.uint32)].tolist()
         refer = np.flatnonzero(disagree | (d64 <= REFER_ULPS))
         tally.inputs += b.size
         tally.disagreements += int(disagree.sum())
@@ -258,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         total.inputs += t.inputs
         total.disagreements += t.disagreements
         total.referred.extend(t.referred)
+        total.fast_differs.extend(t.fast_differs)
 
     absorb(audit_bits(np.array(SPECIALS, dtype=np.uint32), args.oracle))
     with mp.Pool(args.workers) as pool:
@@ -274,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"referred to mpmath: {len(total.referred):,} ({total.disagreements:,} because reference != oracle)")
     print(f"oracle (fl32 of fp64 exp) misrounded: {oracle_wrong:,}")
     print(f"reference misrounded: {len(mis_list):,}")
+    print(f"pp3.audit.fast_accept.expf differs from the reference: {len(total.fast_differs):,}")
     if total.referred:
         h = min(total.referred, key=lambda r: r.exact_ulps)
         print(f"hardest input: z = {_fmt(h.zbits)}, e^z lies {h.exact_ulps:.4f} fp64 ulps from a binary32 boundary, "
@@ -284,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.worst_out}")
     for r in mis_list[:10]:
         print(f"MISROUNDED z = {_fmt(r.zbits)}: expf = 0x{r.ref_bits:08X}, correctly rounded = 0x{r.cr_bits:08X}")
-    return 1 if mis_list else 0
+    for zb in sorted(total.fast_differs)[:10]:
+        print(f"FAST EXPF DIFFERS z = {_fmt(zb)}")
+    return 1 if mis_list or total.fast_differs else 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing import shared_memory
@@ -19,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+WORKER_NICENESS = 5  # added to the workers' niceness (os.nice)
 T = TypeVar("T")  # what the caller keeps of a pending batch
 R = TypeVar("R")  # one task's result
 
@@ -34,6 +36,11 @@ class Pipeline(Generic[T, R]):
         self._settle = settle
         self._pending: list[tuple[T, list[concurrent.futures.Future[R]]]] = []
         self._next = 0
+
+    @property
+    def ring(self) -> tuple[shared_memory.SharedMemory, ...]:
+        """The shared buffers, every one that ``buffer`` hands out."""
+        return tuple(self._ring)
 
     def buffer(self) -> shared_memory.SharedMemory:
         """The buffer of the next batch, after settling the oldest pending one if ``in_flight`` are pending (it
@@ -70,7 +77,10 @@ def pipeline(workers: int, size: int, settle: Callable[[T, list[R]], None], *, i
             for buf in ring:
                 np.ndarray((size,), dtype=np.uint8, buffer=buf.buf).fill(0)
         ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        # The workers yield to this process, which keeps the device fed: where they outnumber the cores, a batch
+        # waiting on this process for its inputs would idle them all.
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx, initializer=os.nice,
+                                                    initargs=(WORKER_NICENESS,)) as pool:
             pipe: Pipeline[T, R] = Pipeline(pool, ring, in_flight, settle)
             yield pipe
             pipe.drain()

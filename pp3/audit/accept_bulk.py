@@ -30,12 +30,16 @@ reference ``pp3.reference.verify`` itself.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
+import multiprocessing
 import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -282,15 +286,14 @@ def corrupt(target: torch.Tensor, draft: dict[str, npt.NDArray[Any]], plan: Plan
                 draft[key][i] = val[0]
 
 
-def run_batch(seed: int, k: int, rows: npt.NDArray[np.int64], v: int, dev: Any) -> tuple[Batch, torch.Tensor]:
-    """Build batch ``k`` (its ``rows``) and verify it on the device; returns the batch and its target logits."""
+def run_batch(k: int, plan: Plan, v: int, dev: Any) -> tuple[Batch, torch.Tensor]:
+    """Build batch ``k`` (of ``plan``'s rows) and verify it on the device; returns the batch and its target logits."""
     import torch
 
     from pp3 import kernels
     from pp3.testing.call import to_numpy
 
     d, fmt = batch_layout(k)
-    plan = plan_batch(seed, rows, d, v)
     target, draft_logits = build_logits(plan, d, fmt, v, dev)
     draft = propose_drafts(draft_logits, plan, dev)
     del draft_logits
@@ -475,6 +478,7 @@ class Run:
     workers: int
     max_seconds: float | None
     out: Path
+    pageable: bool = False
 
 
 @dataclasses.dataclass
@@ -491,6 +495,38 @@ def _line(run: Run, end: int, counts: Counts, t0: float) -> str:
     el = time.perf_counter() - t0
     return (f"  accept_bulk: rows [{run.start}, {end}) of seed {run.seed} checked ({end - run.start}/{run.rows}), "
             f"{counts.mismatching_rows} mismatching, {el:.0f} s ({(end - run.start) / max(el, 1e-9):.1f} rows/s)")
+
+
+PLANS_AHEAD = 3
+
+
+@contextmanager
+def pinned(ring: tuple[shared_memory.SharedMemory, ...], pageable: bool) -> Iterator[str]:
+    """The ring's buffers page-locked for the device's copies into them (``cudaHostRegister``; pageable memory is
+    copied through a staging buffer, several times slower), unregistered on exit; yields how they are held. Without
+    CUDA, or with ``pageable``, they stay as they are; a registration that fails raises (a failed runtime call would
+    be reported again by the next kernel launch) and names ``--pageable``."""
+    import torch
+
+    if pageable or not torch.cuda.is_available():
+        yield "pageable"
+        return
+    cudart = torch.cuda.cudart()  # type: ignore[no-untyped-call]
+    held: list[int] = []
+    try:
+        for shm in ring:
+            view = np.ndarray((shm.size,), dtype=np.uint8, buffer=shm.buf)
+            ptr = int(view.ctypes.data)
+            del view  # no export of the buffer may outlive this line: close() refuses while one exists
+            err = cudart.cudaHostRegister(ptr, shm.size, 0)
+            if int(err) != 0:
+                raise RuntimeError(f"cudaHostRegister of a shared buffer of {shm.size} bytes failed ({err}); "
+                                   "run with --pageable")
+            held.append(ptr)
+        yield f"page-locked ({len(held)} x {ring[0].size} bytes)"
+    finally:
+        for ptr in held:
+            cudart.cudaHostUnregister(ptr)
 
 
 def bulk(run: Run, dev: Any) -> Outcome:
@@ -527,24 +563,32 @@ def bulk(run: Run, dev: Any) -> Outcome:
             last = now
             progress(_line(run, end, counts, t0))
 
-    # 3 batches in flight over a ring of 4 buffers, each reused only after its batch settled
-    with pipeline(run.workers, size, settle) as pipe:
+    def plan_of(it: int) -> concurrent.futures.Future[Plan]:
+        lo = run.start + it * run.batch
+        rows = np.arange(lo, min(lo + run.batch, run.start + run.rows), dtype=np.int64)
+        return planner.submit(plan_batch, run.seed, rows, batch_layout(first_k + it)[0], run.vocab)
+
+    # 3 batches in flight over a ring of 4 buffers, each reused only after its batch settled; the plans of the next
+    # PLANS_AHEAD batches made meanwhile in a process of their own (a batch's plan costs ~10 ms of Python)
+    with (pipeline(run.workers, size, settle) as pipe, pinned(pipe.ring, run.pageable) as how,
+          concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as planner):
+        progress(f"  accept_bulk: host buffers {how}")
+        plans = [plan_of(it) for it in range(min(PLANS_AHEAD, n_batches))]
         for it in range(n_batches):
             if stopped is not None:
                 break
             if run.max_seconds is not None and it > 0 and time.perf_counter() - t0 >= run.max_seconds:
                 stopped = "time limit"
                 break
-            k = first_k + it
-            lo = run.start + it * run.batch
-            rows = np.arange(lo, min(lo + run.batch, run.start + run.rows), dtype=np.int64)
-            b, target = run_batch(run.seed, k, rows, run.vocab, dev)
+            if it + PLANS_AHEAD < n_batches:
+                plans.append(plan_of(it + PLANS_AHEAD))
+            b, target = run_batch(first_k + it, plans.pop(0).result(), run.vocab, dev)
             shm = pipe.buffer()  # settles the batch that last used it
             raw = target.view(torch.int32 if b.fmt == "fp32" else torch.int16)
             host = np.ndarray(tuple(target.shape), dtype=np.int32 if b.fmt == "fp32" else np.int16, buffer=shm.buf)
             torch.from_numpy(host).copy_(raw)
             del target, raw
-            n = rows.size
+            n = b.plan.rows.size
             tasks = [(_reference_rows, ((shm.name, b.fmt, host.shape, r, min(n, r + chunk),
                                          row_inputs(b, r, min(n, r + chunk))),))
                      for r in range(0, n, chunk)]
@@ -583,6 +627,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Nam
     ap.add_argument("--json", action="store_true", help="print one JSON document (stamp, rows, counts) on stdout")
     ap.add_argument("--out", type=Path, default=Path("verify-failures"), help="where a failing batch is written")
     ap.add_argument("--replay", metavar="FILE", help="re-run a written batch on the kernels and the reference")
+    ap.add_argument("--pageable", action="store_true",
+                    help="leave the host buffers pageable (no cudaHostRegister; slower copies, the same rows)")
     return ap, ap.parse_args(argv)
 
 
@@ -623,7 +669,8 @@ def main(argv: list[str] | None = None) -> int:
     from pp3.testing.stamp import environment
 
     stamp = environment()
-    run = Run(args.seed, args.start, args.rows, args.vocab, args.batch, args.workers, args.max_seconds, args.out)
+    run = Run(args.seed, args.start, args.rows, args.vocab, args.batch, args.workers, args.max_seconds, args.out,
+              args.pageable)
     progress(f"accept_bulk: device={stamp['gpu'] or 'cpu (interpreter)'}, seed {run.seed}, rows [{run.start}, "
              f"{run.start + run.rows}), V = {run.vocab}, batch {run.batch}, {run.workers} workers, "
              f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")

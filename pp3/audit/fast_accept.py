@@ -8,19 +8,22 @@ every output bit as it is:
 - §11.4 is evaluated only for the target rows whose values reach an output: g_j of a T0 row and P_j of a sampled row
   for the rows j whose §11.6 test runs (j < n, every earlier draft accepted), and for the row a of §11.7. Every other
   row j <= n of an OK row has no bit in the verdict.
+- §11.3 step 2's classes from one NaN-propagating maximum per fp32 row, or from the bits of an fp16 row
+  (``target_class``); fp16 rows are widened (exactly, §2.1) only where §11.4 reads them.
 - P1 is the lowest ID among the entries equal (``==``, so -0.0 = +0.0) to the row's largest value, which is the
   first entry in the §4.1 order of a NaN-free row.
-- P2-P3 of fp16 and bf16 rows (every widened value has its low 13 mantissa bits zero: at most 2^19 distinct values, a
-  few thousand in practice) are evaluated once per distinct value and gathered: e_y depends on the bits of x_y alone.
-- Rows go through P1-P6 in blocks of at most max(1, 2^18 / 2^ceil(log2 V)) rows (no [rows, 2^ceil(log2 V)] fp64 array
-  for every row at once); every step is elementwise or a reduction over one row, so no bit depends on the blocks.
+- P3's exponential (§6) is NumPy's fp64 exp where a rounding test shows that its fl32 is §6's value, and §6's own
+  steps elsewhere (``expf``: about 2^-16 of the inputs; ``make audit-exp`` checks it on every input).
+- Rows go through P1-P6 in blocks (rows of at most 2^15 entries many at a time, larger rows alone in aligned blocks of
+  2^15 entries, whose trees are P4's lower levels); every step is elementwise or a reduction over one row, so no bit
+  depends on the blocks.
 - The residual of a rejected draft a (§11.7) is P_a with Q_a 2^16 subtracted at the draft's own slots (a valid draft's
-  IDs are distinct), instead of a dense Q* over the vocabulary; P_a is the one its acceptance test computed.
+  IDs are distinct), instead of a dense Q* over the vocabulary; P_a is the one its acceptance test computed; its
+  token is found by bisection of the cumulative sums.
 
-Time per depth-5 request at V = 163840 (2-core x86-64 CPU, 2026-12-01; sampled rows, T = 1, one spiked target row
-per position and drafts from ``pp3.reference.propose`` on the target plus noise, about 3 accepted drafts per request;
-a batch of 8 requests per call, median of 5 calls, process CPU time): the plain reference 46 ms (fp32 logits) and
-49 ms (bf16), this module 21 ms (fp32) and 12 ms (bf16).
+Time per request of ``pp3.audit.accept_bulk``'s rows at V = 163840 (its first twelve batch layouts, 16 rows each:
+depths 1-8, fp32 / fp16 / bf16, every plan; 2-core x86-64 CPU, 2026-12-07, process CPU time): 6.8 ms before the
+exponential's rounding test, the classes by the maximum, the blocks of 2^15 and the lazy fp16 rows, 4.6 ms after.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import _args, philox, tickets
+from pp3.reference import _args, exponential, philox, tickets
 from pp3.reference._constants import (
     DOMAIN_ACCEPT,
     DOMAIN_RESIDUAL,
@@ -41,7 +44,6 @@ from pp3.reference._constants import (
     K,
 )
 from pp3.reference.accept import Verdict, draft_length, row_status
-from pp3.reference.exponential import expf
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -52,10 +54,59 @@ _P_SCALE = np.float64(P_TICKETS)  # 2^40: w * 2^40 is exact for every fp64 w tha
 # ----------------------------------------------------------------------------------------------------------- §11.4
 
 
+_F16_INF = np.uint16(0x7C00)  # binary16 +inf; NaNs are the magnitudes above it
+_F16_NEG_INF = np.uint16(0xFC00)
+
+
+def target_class(x: npt.NDArray[Any]) -> npt.NDArray[np.int8]:
+    """``pp3.reference.accept.target_class`` (§11.3 step 2, §3's precedence) of fp32 or fp16 rows. fp32: from one
+    NaN-propagating maximum per row (NaN is the maximum iff the row holds a NaN; else +inf iff it holds +inf; else
+    every entry is -inf or finite, and none is finite iff the maximum is -inf). fp16 (NumPy's fp16 maximum is slow),
+    from the bits, which widening keeps in class: NaN iff a magnitude exceeds +inf's, +inf, every entry -inf."""
+    if x.dtype == np.float16:
+        bits = x.view(np.uint16)
+        nan = ((bits & np.uint16(0x7FFF)) > _F16_INF).any(axis=-1)
+        pos_inf, no_finite = (bits == _F16_INF).any(axis=-1), (bits == _F16_NEG_INF).all(axis=-1)
+    else:
+        top = x.max(axis=-1)  # np.maximum propagates NaN
+        nan, pos_inf, no_finite = np.isnan(top), top == np.inf, top == -np.inf
+    cls = np.select([nan, pos_inf, no_finite],
+                    [AcceptStatus.NAN_LOGIT, AcceptStatus.POS_INF_LOGIT, AcceptStatus.ZERO_MASS], AcceptStatus.OK)
+    return np.asarray(cls, dtype=np.int8)
+
+
 def _argmax(x: F32) -> I64:
     """§11.4 P1 on NaN-free rows [..., V] with a finite entry: g, the first entry in the §4.1 order, i.e. the lowest
     ID among the entries equal (``==``, so -0.0 = +0.0) to the row's largest value (``order.first_k(x, 1)``)."""
     return np.asarray(np.argmax(x == x.max(axis=-1, keepdims=True), axis=-1), dtype=np.int64)
+
+
+# An fp64 exp within this relative distance of e^z (NumPy's errs by a few fp64 ulps, ~2^-51) cannot move a value
+# that ``expf`` decides; about 2^-16 of the inputs are left undecided and take §6's own steps.
+EXP_MARGIN = np.float64(2.0**-40)
+_EXP_BLOCK = 1 << 14  # entries per pass of expf (its fp64 temporaries stay in the CPU's caches)
+
+
+def expf(z: F32, margin: np.float64 = EXP_MARGIN) -> F32:
+    """§6's expf (``pp3.reference.exponential.expf``), bit for bit, for fp32 z <= 0 (-inf and -0.0 included): y =
+    NumPy's fp64 exp of z, decided where fl32(fl64(y (1 - margin))) = fl32(fl64(y (1 + margin))); the rest by §6's
+    steps. Why that is §6's value: §6 returns the correctly rounded fl32(e^z) on every such z (``make audit-exp``),
+    fl32 is monotone, and if |y - e^z| <= (margin - 2^-51) e^z both products bracket e^z, so fl32(e^z) equals
+    their common value, which fl32(y) equals too. ``tools/audit_exp.py`` checks this function against §6's on every
+    input; ``tests/test_fast_accept.py`` on a sample, and that an exp erring by more than the margin is caught."""
+    z32 = np.asarray(z, dtype=np.float32)
+    flat = z32.reshape(-1)
+    out = np.empty(flat.shape, dtype=np.float32)
+    undecided = np.zeros(flat.shape, dtype=np.bool_)
+    below, above = np.float64(1.0) - margin, np.float64(1.0) + margin
+    for lo in range(0, flat.size, _EXP_BLOCK):
+        y = np.exp(flat[lo : lo + _EXP_BLOCK].astype(np.float64))
+        out[lo : lo + _EXP_BLOCK] = y  # fl32(y), round to nearest even
+        np.not_equal((y * below).astype(np.float32), (y * above).astype(np.float32),
+                     out=undecided[lo : lo + _EXP_BLOCK])
+    if undecided.any():
+        out[undecided] = exponential.expf(flat[undecided])
+    return out.reshape(z32.shape)
 
 
 def _weights(x: F32, m: F32 | np.float32, temperature: F32 | np.float32) -> F32:
@@ -67,56 +118,62 @@ def _weights(x: F32, m: F32 | np.float32, temperature: F32 | np.float32) -> F32:
     return expf(z)  # P3
 
 
-_NARROW_BITS = 13  # the low fp32 mantissa bits that are zero in every widened fp16 or bf16 value (10 and 7 kept)
-_NARROW_MASK = np.uint32((1 << _NARROW_BITS) - 1)
-_TABLE_MIN_V = 1 << 15  # the rows for which a table of distinct values is cheaper than expf of every entry
+_BLOCK = 1 << 15  # entries per step of _tickets: small rows (V <= 2^15) go many at a time, each larger row alone, in
+# aligned blocks of 2^15 entries (no fp64 array of a whole row, let alone of 2^ceil(log2 V) entries per row)
 
 
-def _row_weights(x: F32, m: np.float32, temperature: np.float32) -> F32:
-    """``_weights`` of one row [V], bit for bit. e_y depends on the bits of x_y alone, so where every entry has its
-    low 13 mantissa bits zero (fp16 and bf16 logits, widened: at most 2^19 distinct values, a few thousand in
-    practice) each distinct value is evaluated once by ``_weights`` and its weight gathered."""
-    bits = x.view(np.uint32)
-    if (bits & _NARROW_MASK).any():
-        return _weights(x, m, temperature)
-    code = np.right_shift(bits, _NARROW_BITS, dtype=np.intp)  # x_y is the fp32 value with bits code_y << 13
-    seen = np.zeros(1 << (32 - _NARROW_BITS), dtype=bool)
-    seen[code] = True
-    present = np.flatnonzero(seen)
-    table = np.empty(seen.shape, dtype=np.float32)
-    table[present] = _weights((present.astype(np.uint32) << np.uint32(_NARROW_BITS)).view(np.float32), m, temperature)
-    return np.take(table, code)
-
-
-_BLOCK = 1 << 18  # padded entries per pass of _tickets: small rows go many at a time, large rows one at a time
-# (no [N, 2^ceil(log2 V)] fp64 array for all rows at once)
-
-
-def _tickets(x: F32, temp: F32) -> tuple[I64, I64]:
-    """§11.4 P1-P6 on OK rows ``x`` [N, V] with temperatures ``temp`` [N] > 0: (g [N], P [N, V]), ``target_tickets``
-    without its checks. Rows go in blocks of at most max(1, 2^18 / 2^ceil(log2 V)); every step is elementwise or a
-    reduction over one row, so no bit depends on the blocks."""
+def _tickets(x: npt.NDArray[Any], temp: F32) -> tuple[I64, I64]:
+    """§11.4 P1-P6 on OK rows ``x`` [N, V] (fp32, or fp16 widened here exactly) with temperatures ``temp`` [N] > 0:
+    (g [N], P [N, V]), ``target_tickets`` without its checks. Every step is elementwise or a reduction over one row,
+    so no bit depends on how rows are grouped."""
     n, v = x.shape
     width = 1 << max(v - 1, 0).bit_length()  # P4: N = 2^ceil(log2 V)
     g = np.empty(n, dtype=np.int64)
     c = np.empty((n, v), dtype=np.int64)
-    step = max(1, _BLOCK // width)
+    if width > _BLOCK:
+        for i in range(n):
+            g[i] = _row_tickets(np.asarray(x[i], dtype=np.float32), temp[i], width, c[i])
+        return g, c
+    step = _BLOCK // width
     for lo in range(0, n, step):
-        xb, tb, gb, cb = x[lo : lo + step], temp[lo : lo + step], g[lo : lo + step], c[lo : lo + step]
+        xb = np.asarray(x[lo : lo + step], dtype=np.float32)
+        tb, gb, cb = temp[lo : lo + step], g[lo : lo + step], c[lo : lo + step]
         rows = np.arange(xb.shape[0])
         gb[:] = _argmax(xb)  # P1: §4.1 order, lowest ID among equal maxima
-        m = xb[rows, gb]
         w = np.zeros((rows.size, width), dtype=np.float64)  # P4: padded with +0.0
-        if v >= _TABLE_MIN_V:
-            for i in rows.tolist():
-                w[i, :v] = _row_weights(xb[i], m[i], tb[i])  # P2-P3; P4: exact
-        else:
-            w[:, :v] = _weights(xb, m[:, None], tb[:, None])  # P2-P3; P4: exact
+        w[:, :v] = _weights(xb, xb[rows, gb][:, None], tb[:, None])  # P2-P3; P4: exact
         s = tickets.pairwise_sum(w)  # P4: fp64 tree, adjacent pairs first
         q = np.multiply(w[:, :v], _P_SCALE, out=w[:, :v])  # P5: fl64(w_y 2^40), exact (in place: w is not read again)
         cb[:] = np.floor(np.divide(q, s[:, None], out=q), out=q).astype(np.int64)  # P5: c_y = floor(fl64(. / S))
         cb[rows, gb] += P_TICKETS - cb.sum(axis=1)  # P6: the remainder R to the argmax
     return g, c
+
+
+def _row_tickets(x: F32, t: np.float32, width: int, c: I64) -> int:
+    """§11.4 P1-P6 of one OK row ``x`` [V] with ``width`` = 2^ceil(log2 V) > ``_BLOCK``: writes P into ``c`` [V],
+    returns g. P4's tree over the row padded to ``width`` is, level by level, the trees of its aligned blocks of
+    ``_BLOCK`` entries (each padded with +0.0), then the tree of their sums (padded with +0.0: a block past V sums to
+    +0.0)."""
+    v = x.size
+    g = int(_argmax(x))  # P1
+    m = x[g]
+    e = np.empty(v, dtype=np.float32)
+    sums = np.zeros(width // _BLOCK, dtype=np.float64)
+    pad = np.zeros(_BLOCK, dtype=np.float64)
+    for k, lo in enumerate(range(0, v, _BLOCK)):
+        eb = e[lo : lo + _BLOCK]
+        eb[:] = _weights(x[lo : lo + _BLOCK], m, t)  # P2-P3
+        pad[: eb.size] = eb  # P4: exact; a last, partial block is padded with +0.0
+        pad[eb.size :] = 0.0
+        sums[k] = tickets.pairwise_sum(pad)  # P4: the block's tree
+    s = tickets.pairwise_sum(sums)  # P4: the tree above the blocks
+    for lo in range(0, v, _BLOCK):  # P5: c_y = floor(fl64(fl64(w_y 2^40) / S)), w_y 2^40 exact
+        q = e[lo : lo + _BLOCK].astype(np.float64)
+        np.multiply(q, _P_SCALE, out=q)
+        np.divide(q, s, out=q)
+        c[lo : lo + _BLOCK] = np.floor(q, out=q)
+    c[g] += P_TICKETS - int(c.sum())  # P6: the remainder R to the argmax
+    return g
 
 
 def target_tickets(logits: npt.NDArray[np.float32], temperature: npt.NDArray[np.float32]) -> tuple[I64, I64]:
@@ -147,7 +204,8 @@ def verify(
     position: Any,
 ) -> Verdict:
     """``pp3.reference.verify``, bit for bit (same arguments, checks and outputs), by the shortcuts of this module."""
-    x = _args.as_logits("target_logits", target_logits, min_shape=(1, 2, 1), dims="[B, D+1, V]")  # §11.2
+    # §11.2; fp16 stays fp16 here (each row this module reads is widened when it is read, exactly: §2.1)
+    x = _args.check_logits("target_logits", target_logits, min_shape=(1, 2, 1), dims="[B, D+1, V]")
     b, d1, v = x.shape
     d = d1 - 1
     temp = _args.as_temperature_rows("target_temperature", target_temperature, b)
@@ -160,7 +218,7 @@ def verify(
     pos64 = _args.as_uint64_rows("position", position, b)
 
     n = draft_length(dst)  # §11.3 step 1
-    status = row_status(x, temp, tok, ids, tix, n)  # §11.3 steps 2-4: the reference's own
+    status = row_status(x, temp, tok, ids, tix, n, classes=target_class(x))  # §11.3 steps 2-4: the reference's own
     ok = status == AcceptStatus.OK
     greedy = ok & (temp == 0)  # ±0.0
     sampled = ok & ~greedy
@@ -174,7 +232,7 @@ def verify(
         test = alive & (j < n)
         acc = np.zeros(b, dtype=bool)
         rg = np.flatnonzero(test & greedy)
-        acc[rg] = tok[rg, j] == _argmax(x[rg, j])  # T0: accept iff x_j = g_j
+        acc[rg] = tok[rg, j] == _argmax(x[rg, j].astype(np.float32))  # T0: accept iff x_j = g_j
         rs = np.flatnonzero(test & sampled)
         if rs.size:
             xj = tok[rs, j]
@@ -191,7 +249,7 @@ def verify(
     # §11.7: the token at index a: correction (a < n) or bonus (a = n).
     token_a = np.full(b, EMPTY_ID, dtype=np.int64)
     rg = np.flatnonzero(greedy)
-    token_a[rg] = _argmax(x[rg, accepted[rg]])
+    token_a[rg] = _argmax(x[rg, accepted[rg]].astype(np.float32))
     rs = np.flatnonzero(sampled)
     if rs.size:
         a = accepted[rs]
@@ -210,7 +268,8 @@ def verify(
         u = philox.uniform_below(
             seed64[rs], round64[rs], pos64[rs] + a.astype(np.uint64), DOMAIN_RESIDUAL, cum[:, -1].astype(np.uint64)
         )
-        token_a[rs] = (cum <= u.astype(np.int64)[:, None]).sum(axis=1)  # smallest y with U < C(y)
+        # smallest y with U < C(y): the number of y with C(y) <= U, C non-decreasing
+        token_a[rs] = [np.searchsorted(cum[i], u[i], side="right") for i in range(rs.size)]
 
     jj = np.arange(d1)[None, :]
     tokens = np.full((b, d1), EMPTY_ID, dtype=np.int32)

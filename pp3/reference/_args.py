@@ -17,6 +17,12 @@ _U64_MAX = (1 << 64) - 1
 def as_logits(name: str, value: Any, *, min_shape: tuple[int, ...], dims: str) -> npt.NDArray[np.float32]:
     """§2, §2.1: fp32 or fp16 logits of shape ``dims`` (each size >= ``min_shape``'s, V <= 2^31 - 1) -> fp32 (fp16
     widens exactly; bf16: pass ``bf16_bits_to_float32(bits)``)."""
+    # fp32 logits are read in place: no module writes into them
+    return check_logits(name, value, min_shape=min_shape, dims=dims).astype(np.float32, copy=False)
+
+
+def check_logits(name: str, value: Any, *, min_shape: tuple[int, ...], dims: str) -> npt.NDArray[Any]:
+    """``as_logits``'s checks; the fp32 or fp16 array as given."""
     arr = np.asarray(value)
     if arr.dtype not in (np.float32, np.float16):
         raise TypeError(
@@ -28,7 +34,7 @@ def as_logits(name: str, value: Any, *, min_shape: tuple[int, ...], dims: str) -
         raise ValueError(f"{name}: expected shape {dims} with sizes >= {min_shape}, got shape {arr.shape}")
     if arr.shape[-1] > MAX_VOCAB:
         raise ValueError(f"{name}: V = {arr.shape[-1]} exceeds the maximum vocabulary 2^31 - 1")
-    return arr.astype(np.float32)
+    return arr
 
 
 def as_int_array(name: str, value: Any, shape: tuple[int, ...], lo: int, hi: int) -> npt.NDArray[np.int64]:

@@ -92,13 +92,16 @@ def draft_valid(x: I64, ids: I64, tix: I64, v: int) -> Bool:
     return np.asarray(every_slot & non_empty_first & ascending & sum_is_2_24 & drawable, dtype=np.bool_)
 
 
-def row_status(target: F32, temperature: F32, x: I64, ids: I64, tix: I64, n: I64) -> npt.NDArray[np.int8]:
+def row_status(
+    target: F32, temperature: F32, x: I64, ids: I64, tix: I64, n: I64, classes: npt.NDArray[np.int8] | None = None
+) -> npt.NDArray[np.int8]:
     """§11.3 step 4: the status of each row [B], the first that applies: the class of its lowest target row
     j <= n whose class is not OK (whatever the drafts below it), BAD_TEMPERATURE, BAD_DRAFT (some draft j < n is
-    not valid, greedy and sampled rows alike), else OK."""
+    not valid, greedy and sampled rows alike), else OK. ``classes`` [B, D+1]: ``target_class(target)``, where the
+    caller has computed it by other means (``pp3.audit.fast_accept``)."""
     b, d1, v = target.shape
     j = np.arange(d1)[None, :]
-    cls = np.where(j <= n[:, None], target_class(target), AcceptStatus.OK)  # step 2: target rows 0 .. n
+    cls = np.where(j <= n[:, None], target_class(target) if classes is None else classes, AcceptStatus.OK)  # step 2
     lowest_bad = np.argmax(cls != AcceptStatus.OK, axis=1)
     target_status = cls[np.arange(b), lowest_bad]
     bad_temperature = np.isnan(temperature) | (temperature < 0)
