@@ -144,7 +144,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
+.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
 
 GPU_PY ?= python3
 OUT ?= results
@@ -167,6 +167,7 @@ VERIFY_BULK_START ?= 0
 VERIFY_BULK_SECONDS ?= 300
 VERIFY_BULK_TIMEOUT ?= 560
 PROPS_WORKERS ?= 6
+PROPS_FILES ?= proptests/test_kernel_vs_reference.py proptests/test_invariance.py
 PROPS_TIMEOUT ?= 560
 EXPF_TIMEOUT ?= 200
 STATS_TIMEOUT ?= 500
@@ -205,7 +206,8 @@ RANK_TIMEOUT ?= 470
 GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu screen-gpu stats-gpu flashinfer-gpu bench-gpu bench-vocab \
   bench-drafter audit-e2e-gpu
 
-GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu bench-gpu bench-vocab \
+GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu \
+  verifier-evidence-gpu bench-gpu bench-vocab \
   bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-steps
 $(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
@@ -247,19 +249,22 @@ bulk-gpu:
 # The verifier's bulk rows (pp3.audit.accept_bulk): VERIFY_BULK_ROWS request rows of seed VERIFY_BULK_SEED from row
 # VERIFY_BULK_START at V = 163840, no batch started after VERIFY_BULK_SECONDS; the JSON (which rows were checked, the
 # counts, the --seed/--start that resumes them) into $(OUT)/bulk_verify_<seed>_<start>.json, progress into the .log.
+# Where its host buffers cannot be page-locked (exit status 3, nothing checked), it runs again with --pageable.
+bulk_verify = timeout $(VERIFY_BULK_TIMEOUT) $(GPU_PY) -m pp3.audit.accept_bulk --rows $(VERIFY_BULK_ROWS) \
+  --seed $(VERIFY_BULK_SEED) --start $(VERIFY_BULK_START) --max-seconds $(VERIFY_BULK_SECONDS) --json \
+  --out $(OUT)/bulk_verify_failures > $(OUT)/bulk_verify_$(VERIFY_BULK_SEED)_$(VERIFY_BULK_START).json
 bulk-verify-gpu:
 	$(gpu_step)
-	{ timeout $(VERIFY_BULK_TIMEOUT) $(GPU_PY) -m pp3.audit.accept_bulk --rows $(VERIFY_BULK_ROWS) \
-	  --seed $(VERIFY_BULK_SEED) --start $(VERIFY_BULK_START) --max-seconds $(VERIFY_BULK_SECONDS) --json \
-	  --out $(OUT)/bulk_verify_failures > $(OUT)/bulk_verify_$(VERIFY_BULK_SEED)_$(VERIFY_BULK_START).json; } 2>&1 \
-	  | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
+	{ r=0; $(bulk_verify) || r=$$?; if [ $$r -eq 3 ]; then r=0; $(bulk_verify) --pageable || r=$$?; fi; exit $$r; } \
+	  2>&1 | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
 	  | tee $(OUT)/bulk_verify_$(VERIFY_BULK_SEED)_$(VERIFY_BULK_START).log | tail -4
 
-# The kernel-facing property tests (parity, invariances), Hypothesis profile gpu, in PROPS_WORKERS processes.
+# The kernel-facing property tests of PROPS_FILES (the selector's parity and invariances; the verifier's:
+# PROPS_FILES=proptests/test_accept_vs_reference.py), Hypothesis profile gpu, in PROPS_WORKERS processes.
 props-gpu:
 	$(gpu_step)
 	rc=0; HYPOTHESIS_PROFILE=gpu timeout $(PROPS_TIMEOUT) $(GPU_PY) -m pytest -v --durations=25 -p no:cacheprovider \
-	  -n $(PROPS_WORKERS) proptests/test_kernel_vs_reference.py proptests/test_invariance.py > $(OUT)/props.log 2>&1 \
+	  -n $(PROPS_WORKERS) $(PROPS_FILES) > $(OUT)/props.log 2>&1 \
 	  || rc=$$?; tail -25 $(OUT)/props.log; echo "proptests exit $$rc"; exit $$rc
 
 # The exhaustive device exponential: pp3.kernels.expf on every input of the sweep against the reference's bits.
@@ -337,16 +342,27 @@ audit-e2e-gpu:
 	  --n $(E2E_N) --mutant-n $(E2E_MUTANT_N) 2>&1 | tee $(OUT)/e2e_gpu_$(E2E_VERIFIER).log | tail -20
 
 # compute-sanitizer over the launchers on ordinary and adversarial inputs (python -m tools.sanitize_cases), one run
-# per tool of SANITIZE_TOOLS, logs into $(OUT)/sanitize_<tool>.log; a tool's errors make its run exit 1.
+# per tool of SANITIZE_TOOLS, all at once (separate processes), logs into $(OUT)/sanitize_<tool>.log; a tool's
+# errors make its run exit 1.
 sanitize-gpu:
 	$(gpu_step)
 	@test -n "$(SANITIZER)" || { echo "sanitize-gpu: no compute-sanitizer found (set SANITIZER=)"; exit 2; }
-	rc=0; for tool in $(SANITIZE_TOOLS); do \
-	  r=0; timeout $(SANITIZE_TIMEOUT) $(SANITIZER) --tool $$tool --error-exitcode 1 --print-limit 100000 \
+	for tool in $(SANITIZE_TOOLS); do \
+	  { r=0; timeout $(SANITIZE_TIMEOUT) $(SANITIZER) --tool $$tool --error-exitcode 1 --print-limit 100000 \
 	    --show-backtrace no $(GPU_PY) -m tools.sanitize_cases $(if $(SANITIZE_CASES),--cases $(SANITIZE_CASES)) \
-	    > $(OUT)/sanitize_$$tool.log 2>&1 || r=$$?; \
+	    > $(OUT)/sanitize_$$tool.log 2>&1 || r=$$?; echo $$r > $(OUT)/.sanitize_$$tool.rc; } & \
+	done; wait; rc=0; for tool in $(SANITIZE_TOOLS); do r=$$(cat $(OUT)/.sanitize_$$tool.rc); \
+	  rm -f $(OUT)/.sanitize_$$tool.rc; \
 	  echo "$$tool exit $$r: $$(grep -h 'ERROR SUMMARY' $(OUT)/sanitize_$$tool.log | tail -1)"; \
 	  [ $$r -eq 0 ] || rc=1; done; exit $$rc
+
+# The verifier's GPU evidence in one device call, side by side (make -j): the bulk request rows from
+# VERIFY_BULK_START for VERIFY_BULK_SECONDS, the gpu profile of its properties, compute-sanitizer over its cases and
+# the end-to-end audit. The bulk run's reference workers yield to the other steps' processes (their niceness), so
+# those finish while the bulk run goes on; each step logs as alone.
+verifier-evidence-gpu:
+	$(MAKE) --no-print-directory -k -j5 -O gpu-env bulk-verify-gpu props-gpu sanitize-gpu audit-e2e-gpu \
+	  PROPS_FILES=proptests/test_accept_vs_reference.py PROPS_WORKERS=2 SANITIZE_CASES=verifier
 
 # The adapters' time and memory in CUDA graphs at V = 163840 (python -m bench.adapters), into $(OUT)/bench_adapters.json.
 bench-adapters:

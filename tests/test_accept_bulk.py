@@ -185,7 +185,7 @@ def test_the_host_buffers_are_registered_and_released(fail_at: int | None, monke
                 assert how.startswith("page-locked (3 x") and len(fake.held) == 3 and fake.released == []
             assert fake.released == [p for p, _ in fake.held] and all(n == 4096 for _, n in fake.held)
         else:
-            with pytest.raises(RuntimeError, match="--pageable"), accept_bulk.pinned(ring, pageable=False):
+            with pytest.raises(accept_bulk.PinError, match="--pageable"), accept_bulk.pinned(ring, pageable=False):
                 pass
             assert fake.released == [p for p, _ in fake.held] and len(fake.held) == fail_at
         with accept_bulk.pinned(ring, pageable=True) as how:

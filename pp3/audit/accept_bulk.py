@@ -498,6 +498,12 @@ def _line(run: Run, end: int, counts: Counts, t0: float) -> str:
 
 
 PLANS_AHEAD = 3
+PIN_FAILED = 3  # main's exit status when the host buffers could not be page-locked: nothing was checked
+
+
+class PinError(RuntimeError):
+    """The host buffers could not be page-locked; the process's CUDA runtime keeps the failure as its last error,
+    which the next kernel launch would report, so a run with ``--pageable`` starts afresh."""
 
 
 @contextmanager
@@ -505,7 +511,7 @@ def pinned(ring: tuple[shared_memory.SharedMemory, ...], pageable: bool) -> Iter
     """The ring's buffers page-locked for the device's copies into them (``cudaHostRegister``; pageable memory is
     copied through a staging buffer, several times slower), unregistered on exit; yields how they are held. Without
     CUDA, or with ``pageable``, they stay as they are; a registration that fails raises (a failed runtime call would
-    be reported again by the next kernel launch) and names ``--pageable``."""
+    be reported again by the next kernel launch: ``PinError``)."""
     import torch
 
     if pageable or not torch.cuda.is_available():
@@ -520,8 +526,8 @@ def pinned(ring: tuple[shared_memory.SharedMemory, ...], pageable: bool) -> Iter
             del view  # no export of the buffer may outlive this line: close() refuses while one exists
             err = cudart.cudaHostRegister(ptr, shm.size, 0)
             if int(err) != 0:
-                raise RuntimeError(f"cudaHostRegister of a shared buffer of {shm.size} bytes failed ({err}); "
-                                   "run with --pageable")
+                raise PinError(f"cudaHostRegister of a shared buffer of {shm.size} bytes failed ({err}); "
+                               "run again with --pageable")
             held.append(ptr)
         yield f"page-locked ({len(held)} x {ring[0].size} bytes)"
     finally:
@@ -674,7 +680,11 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"accept_bulk: device={stamp['gpu'] or 'cpu (interpreter)'}, seed {run.seed}, rows [{run.start}, "
              f"{run.start + run.rows}), V = {run.vocab}, batch {run.batch}, {run.workers} workers, "
              f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
-    res = bulk(run, dev)
+    try:
+        res = bulk(run, dev)
+    except PinError as e:
+        progress(f"accept_bulk: {e}")
+        return PIN_FAILED
     if not out_existed and res.failure is None:
         try:
             args.out.rmdir()  # made only to check that it can be written; empty
