@@ -31,7 +31,7 @@ $(STAMP): requirements/cpu.txt pyproject.toml
 	touch $@
 
 test: lint typecheck $(STAMP)
-	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q -n 2 tests proptests
+	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q -n 2 --durations=30 tests proptests
 	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q stats -m stats
 
 verify: $(STAMP)
