@@ -73,11 +73,20 @@ def test_every_shipped_kernel_is_found_launched_and_clean() -> None:
 
 
 def test_default_options_are_caught() -> None:
-    """Compiled with Triton's defaults (FMA contraction on), the audit objects, in the verifier and the selector."""
-    rc, doc = _audit("--default-options")
+    """Compiled with Triton's defaults (FMA contraction on), the audit objects, in the verifier and the selector (two
+    kernels' variants compiled: each of the others compiles the same way, test_every_shipped_kernel_...)."""
+    rc, doc = _audit("--default-options", "--only", "_finalize_kernel", "_verify_sums_kernel")
     fma = {name.split("[")[0] for name, found in doc["forbidden"].items() if "fused multiply-add" in found}
     assert rc == 1 and doc["verdict"] == "FAIL", doc
-    assert "_finalize_kernel" in fma and "_verify_sums_kernel" in fma, doc
+    assert fma == {"_finalize_kernel", "_verify_sums_kernel"} and doc["only"] == sorted(fma), doc
+    assert 2 <= doc["variants"] < 40, doc["variants"]
+
+
+def test_only_refuses_a_kernel_nothing_launches() -> None:
+    proc = subprocess.run([sys.executable, "-m", "pp3.audit.ptx", "--only", "_no_such_kernel"], capture_output=True,
+                          text=True, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 2 and "--only: no launched kernel is named _no_such_kernel" in proc.stderr, proc.stderr
 
 
 def test_a_planted_kernel_that_an_entry_point_launches_is_audited(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The PTX audit of every exact-path kernel: no instruction that could change a bit.
 
-    python -m pp3.audit.ptx [--default-options | --launched] [--digests] [--sass]
+    python -m pp3.audit.ptx [--default-options | --launched] [--only KERNEL ...] [--digests] [--sass]
 
 Forbidden in PTX: approximate division/reciprocal/exp (``div.full``, ``.approx``), flush-to-zero (``.ftz``), fused
 multiply-add (``fma.``/float ``mad.``), float add/sub/mul without an explicit ``.rn`` (ptxas may contract those;
@@ -19,8 +19,9 @@ multiply-add (``fma.``/float ``mad.``), float add/sub/mul without an explicit ``
 ``--default-options`` compiles with Triton's default options instead (no ``config.EXACT``): a planted bug the audit
 must catch. ``--launched`` runs ``exercise`` on the CUDA GPU and audits the binaries this process actually launched.
 ``--digests`` adds a digest of each variant's code (its PTX without debug lines), so that "no binary changed" is a
-comparison of two runs; ``--sass`` adds each variant's static SASS instruction count (the wheel's cuobjdump). Prints
-one JSON document; exits 1 on any finding. Must run without ``TRITON_INTERPRET``.
+comparison of two runs; ``--sass`` adds each variant's static SASS instruction count (the wheel's cuobjdump);
+``--only`` compiles the variants of the named kernels alone (discovery, recording and classification stay whole).
+Prints one JSON document; exits 1 on any finding. Must run without ``TRITON_INTERPRET``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -296,11 +297,16 @@ def sass_count(cubin: bytes) -> int:
     return sum(1 for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+\S", ln))
 
 
-def audit(*, default_options: bool = False, digests: bool = False, sass: bool = False) -> dict[str, Any]:
-    """Discover, record, classify and compile (module docstring); the findings as one document."""
+def audit(*, default_options: bool = False, digests: bool = False, sass: bool = False,
+          only: Sequence[str] = ()) -> dict[str, Any]:
+    """Discover, record, classify and compile (module docstring); the findings as one document. ``only``: compile
+    the launches of the kernels of these names alone (each must be a launched kernel: ValueError otherwise)."""
     jit = discover()
     launches = recorded()
     kernels = {ln.fn for ln in launches}
+    unknown = sorted(set(only) - {k.__name__ for k in kernels})
+    if unknown:
+        raise ValueError(f"only: no launched kernel is named {', '.join(unknown)}")
     known = reachable(kernels)
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -312,6 +318,9 @@ def audit(*, default_options: bool = False, digests: bool = False, sass: bool = 
         "failed": {},
         "forbidden": {},
     }
+    if only:
+        launches = [ln for ln in launches if ln.fn.__name__ in only]
+        doc |= {"only": sorted(only), "variants": len(launches)}
     for ln in launches:
         try:
             compiled = compile_launch(ln, default_options=default_options)
@@ -361,14 +370,21 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--launched", action="store_true", help="run every entry point on the GPU; audit what it ran")
     ap.add_argument("--digests", action="store_true", help="add a digest of each variant's code (no debug lines)")
     ap.add_argument("--sass", action="store_true", help="add each variant's static SASS instruction count")
+    ap.add_argument("--only", nargs="+", default=(), metavar="KERNEL",
+                    help="compile only these kernels' variants (function names, e.g. _verify_sums_kernel)")
     args = ap.parse_args(argv)
+    if args.only and args.launched:
+        ap.error("--only: not with --launched (which audits every binary the run compiled)")
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("python -m pp3.audit.ptx: must run without TRITON_INTERPRET=1 (it compiles the kernels)", file=sys.stderr)
         return 2
     if args.launched:
         doc = audit_launched(digests=args.digests, sass=args.sass)
     else:
-        doc = audit(default_options=args.default_options, digests=args.digests, sass=args.sass)
+        try:
+            doc = audit(default_options=args.default_options, digests=args.digests, sass=args.sass, only=args.only)
+        except ValueError as e:
+            ap.error(f"--{e}")
     print(json.dumps(doc, indent=1))
     return 0 if doc["verdict"] == "PASS" else 1
 
