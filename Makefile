@@ -249,7 +249,8 @@ bulk-gpu:
 # The verifier's bulk rows (pp3.audit.accept_bulk): VERIFY_BULK_ROWS request rows of seed VERIFY_BULK_SEED from row
 # VERIFY_BULK_START at V = 163840, no batch started after VERIFY_BULK_SECONDS; the JSON (which rows were checked, the
 # counts, the --seed/--start that resumes them) into $(OUT)/bulk_verify_<seed>_<start>.json, progress into the .log.
-# Where its host buffers cannot be page-locked (exit status 3, nothing checked), it runs again with --pageable.
+# Where its host buffers cannot be page-locked (exit status 3, nothing checked), it runs again with --pageable. Its
+# kernels' first compilation (a parallel warm-up, ~30-40 s expected) comes before VERIFY_BULK_SECONDS start counting.
 bulk_verify = timeout $(VERIFY_BULK_TIMEOUT) $(GPU_PY) -m pp3.audit.accept_bulk --rows $(VERIFY_BULK_ROWS) \
   --seed $(VERIFY_BULK_SEED) --start $(VERIFY_BULK_START) --max-seconds $(VERIFY_BULK_SECONDS) --json \
   --out $(OUT)/bulk_verify_failures > $(OUT)/bulk_verify_$(VERIFY_BULK_SEED)_$(VERIFY_BULK_START).json

@@ -194,3 +194,27 @@ def test_the_host_buffers_are_registered_and_released(fail_at: int | None, monke
         for shm in ring:
             shm.close()
             shm.unlink()
+
+
+def test_the_warm_up_meets_every_layout_and_the_last_batch() -> None:
+    run = accept_bulk.Run(seed=3, start=128, rows=64 * 30 + 5, vocab=40, batch=64, workers=1, max_seconds=None,
+                          out=Path("unused"))
+    got = accept_bulk.warm_batches(run)
+    ks = [k for k, _ in got]
+    assert ks == [*range(2, 2 + accept_bulk.WARM_LAYOUTS), 2 + 30]  # batches 2 .. 25, and the last (5 rows)
+    assert {accept_bulk.batch_layout(k) for k in ks[:-1]} == {(d, f) for d in range(1, 9) for f in ("fp32", "fp16",
+                                                                                                      "bf16")}
+    assert [r.size for _, r in got] == [64] * accept_bulk.WARM_LAYOUTS + [5] and got[0][1][0] == 128
+    whole = accept_bulk.Run(seed=3, start=0, rows=64 * 5, vocab=40, batch=64, workers=1, max_seconds=None,
+                            out=Path("unused"))
+    assert [k for k, _ in accept_bulk.warm_batches(whole)] == [0, 1, 2, 3, 4]  # fewer batches than layouts
+
+
+def test_a_warm_up_that_fails_only_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a GPU the spawned warm-up processes fail (they run on CUDA): the run is told, nothing raises."""
+    if torch.cuda.is_available():
+        pytest.skip("the warm-up succeeds on a GPU")
+    run = accept_bulk.Run(seed=0, start=0, rows=16, vocab=40, batch=16, workers=1, max_seconds=None,
+                          out=Path("unused"))
+    what = accept_bulk.warm(run)
+    assert what.startswith("failed after") and "compiling as it goes" in what, what

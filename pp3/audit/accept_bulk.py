@@ -3,7 +3,7 @@ V = 163840, every status, T0 and sampled rows, failed and truncated drafts, fp32
 edge keys, checked by equality of status, accepted and tokens.
 
     python -m pp3.audit.accept_bulk --rows N [--seed S] [--start R] [--vocab 163840] [--batch 64] [--workers W]
-                                    [--max-seconds T] [--json] [--out DIR] [--replay FILE]
+                                    [--max-seconds T] [--json] [--out DIR] [--replay FILE] [--no-warm] [--pageable]
 
 Row r of seed S is defined by (S, r, --vocab, --batch): batch k holds rows [k B, (k + 1) B), one depth
 D = 1 + k mod 8 and one logit format (fp32, fp16, bf16 for k mod 3 = 0, 1, 2) per batch; the row's plan (its
@@ -25,6 +25,10 @@ shared-memory copy; fp16 and bf16 widened as the reference widens them, SPEC.md 
 rows are independent). A mismatching batch is written to ``--out`` (inputs and both outputs, ``.npz``, with a
 ``.json`` of the first rows) and the run stops with exit status 1; ``--replay FILE`` re-runs it against the plain
 reference ``pp3.reference.verify`` itself.
+
+On a GPU the run first compiles every kernel variant it will launch, in a pool of processes (``warm``; ``--no-warm``
+skips it), and page-locks its shared buffers (``--pageable`` leaves them as they are; a registration that fails
+exits with status 3, nothing checked). ``--max-seconds`` counts from after the warm-up.
 """
 
 from __future__ import annotations
@@ -535,6 +539,51 @@ def pinned(ring: tuple[shared_memory.SharedMemory, ...], pageable: bool) -> Iter
             cudart.cudaHostUnregister(ptr)
 
 
+WARM_LAYOUTS = MAX_DEPTH * len(FORMAT_CYCLE)  # batches k and k + 24 share their depth and format
+
+
+def _warm_batch(args: tuple[int, int, npt.NDArray[np.int64], int]) -> int:
+    """Warm-up worker: batch ``k`` (of ``rows``) through the kernels on the GPU, its verdict unused."""
+    import torch
+
+    seed, k, rows, v = args
+    dev = torch.device("cuda")
+    run_batch(k, plan_batch(seed, rows, batch_layout(k)[0], v), v, dev)
+    torch.cuda.synchronize(dev)
+    return k
+
+
+def warm_batches(run: Run) -> list[tuple[int, npt.NDArray[np.int64]]]:
+    """(k, rows) of the batches that meet every kernel variant of the run: its first ``WARM_LAYOUTS`` (each depth
+    with each format) and a last batch with fewer rows (another batch size)."""
+    n_batches = -(-run.rows // run.batch)
+    its = set(range(min(n_batches, WARM_LAYOUTS))) | ({n_batches - 1} if run.rows % run.batch else set())
+    out = []
+    for it in sorted(its):
+        lo = run.start + it * run.batch
+        out.append((run.start // run.batch + it,
+                    np.arange(lo, min(lo + run.batch, run.start + run.rows), dtype=np.int64)))
+    return out
+
+
+def warm(run: Run) -> str:
+    """Every kernel variant the run launches compiled before it starts, many at a time. Triton compiles a variant on
+    its first launch, in the launching process, one after another (the verifier's launches per depth and format, the
+    selector's per format: ~95 s of the first 1,408 rows on one H100); here a pool of spawned processes runs one batch
+    of each layout the run meets (its first 24 batches, and a shorter last one), and the binaries they compile land
+    in Triton's cache, where this process loads them. Returns what happened, for the log; a warm-up that fails
+    leaves the run to compile as it goes."""
+    tasks = [(run.seed, k, rows, run.vocab) for k, rows in warm_batches(run)]
+    procs = max(1, min(len(tasks), (os.cpu_count() or 2) * 3 // 4))
+    t0 = time.perf_counter()
+    try:
+        with concurrent.futures.ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(_warm_batch, tasks))
+    except Exception as e:  # any failure here only costs the compile time it would have saved
+        return f"failed after {time.perf_counter() - t0:.0f} s ({type(e).__name__}: {e}); compiling as it goes"
+    return f"{len(tasks)} batches in {procs} processes, {time.perf_counter() - t0:.0f} s"
+
+
 def bulk(run: Run, dev: Any) -> Outcome:
     """Batches of rows [start, start + rows) through the kernels (in this process, on ``dev``) and the reference (a
     spawned process pool over a ring of shared-memory buffers, a few batches in flight)."""
@@ -633,6 +682,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Nam
     ap.add_argument("--json", action="store_true", help="print one JSON document (stamp, rows, counts) on stdout")
     ap.add_argument("--out", type=Path, default=Path("verify-failures"), help="where a failing batch is written")
     ap.add_argument("--replay", metavar="FILE", help="re-run a written batch on the kernels and the reference")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="compile each kernel variant at its first launch (no parallel warm-up on the GPU first)")
     ap.add_argument("--pageable", action="store_true",
                     help="leave the host buffers pageable (no cudaHostRegister; slower copies, the same rows)")
     return ap, ap.parse_args(argv)
@@ -680,6 +731,8 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"accept_bulk: device={stamp['gpu'] or 'cpu (interpreter)'}, seed {run.seed}, rows [{run.start}, "
              f"{run.start + run.rows}), V = {run.vocab}, batch {run.batch}, {run.workers} workers, "
              f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
+    warmed = warm(run) if dev.type == "cuda" and not args.no_warm else "not run"
+    progress(f"  accept_bulk: warm-up {warmed}")
     try:
         res = bulk(run, dev)
     except PinError as e:
@@ -704,6 +757,7 @@ def main(argv: list[str] | None = None) -> int:
         "complete": res.end == run.start + run.rows,
         "stopped": res.stopped,
         "resume": None if res.end == run.start + run.rows else f"--seed {run.seed} --start {res.end}",
+        "warm_up": warmed,
         "time_s": round(res.seconds, 1),
         "rows_per_s": round((res.end - run.start) / max(res.seconds, 1e-9), 2),
         "counts": res.counts.as_dict(),
