@@ -21,9 +21,10 @@ every output bit as it is:
   IDs are distinct), instead of a dense Q* over the vocabulary; P_a is the one its acceptance test computed; its
   token is found by bisection of the cumulative sums.
 
-Time per request of ``pp3.audit.accept_bulk``'s rows at V = 163840 (its first twelve batch layouts, 16 rows each:
-depths 1-8, fp32 / fp16 / bf16, every plan; 2-core x86-64 CPU, 2026-12-07, process CPU time): 6.8 ms before the
-exponential's rounding test, the classes by the maximum, the blocks of 2^15 and the lazy fp16 rows, 4.6 ms after.
+Time per request of ``pp3.audit.accept_bulk``'s rows at V = 163840 (``python -m tools.bench_fast_accept``: its first
+twelve batch layouts, 16 rows each, depths 1-8, fp32 / fp16 / bf16, every plan; 2-core x86-64 CPU, 2026-12-07,
+process CPU time): 8.5-9.4 ms before the exponential's rounding test, the classes by the maximum, the blocks of
+2^15 and the lazy fp16 rows, 4.2-4.6 ms after.
 """
 
 from __future__ import annotations
