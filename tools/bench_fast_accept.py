@@ -18,34 +18,14 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
 
 import numpy as np
 
-import pp3
 from pp3.audit import accept_bulk
-from pp3.reference import bf16_bits_to_float32
+from pp3.reference import DEFAULT_TAU
 from pp3.testing.call import FORMATS, AcceptCall
 from pp3.testing.compare import row_mismatch
-
-
-def drafts(draft_logits: Any, plan: accept_bulk.Plan) -> dict[str, Any]:
-    """``accept_bulk.propose_drafts`` by the reference selector: draft d keyed at position + d."""
-    import torch
-
-    props = []
-    for j in range(draft_logits.shape[1]):
-        x = draft_logits[:, j]
-        if x.dtype == torch.bfloat16:
-            logits = bf16_bits_to_float32(x.view(torch.int16).numpy().view(np.uint16))
-        else:
-            logits = x.numpy()
-        props.append(pp3.propose(logits, target_temperature=plan.temperature, seed=plan.seed, round=plan.round,
-                                 position=plan.position + np.uint64(j)))
-    return {"draft_tokens": np.stack([p.token for p in props], 1),
-            "draft_status": np.stack([p.status for p in props], 1),
-            "draft_ids": np.stack([p.ids for p in props], 1),
-            "draft_tickets": np.stack([p.tickets for p in props], 1)}
+from pp3.testing.drafts import drafts
 
 
 def layout_call(k: int, rows: int, v: int) -> AcceptCall:
@@ -55,7 +35,8 @@ def layout_call(k: int, rows: int, v: int) -> AcceptCall:
     d, fmt = accept_bulk.batch_layout(k)
     plan = accept_bulk.plan_batch(0, np.arange(k * 64, k * 64 + rows, dtype=np.int64), d, v)
     target, draft_logits = accept_bulk.build_logits(plan, d, fmt, v, torch.device("cpu"))
-    draft = drafts(draft_logits, plan)
+    # the reference selector's proposals, as accept_bulk.propose_drafts makes the kernels' (exact widening to fp32)
+    draft = drafts(draft_logits.float().numpy(), plan.temperature, plan.seed, plan.round, plan.position, DEFAULT_TAU)
     accept_bulk.corrupt(target, draft, plan, v)
     bits = target.view(torch.int32 if fmt == "fp32" else torch.int16).numpy().view(FORMATS[fmt].dtype).copy()
     return AcceptCall(FORMATS[fmt], bits, plan.temperature, draft["draft_tokens"], draft["draft_status"],

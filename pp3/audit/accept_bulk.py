@@ -553,17 +553,18 @@ def _warm_batch(args: tuple[int, int, npt.NDArray[np.int64], int]) -> int:
     return k
 
 
+def batch_rows(run: Run, it: int) -> npt.NDArray[np.int64]:
+    """The rows of the run's batch ``it`` (batch k = start / batch + it of the seed)."""
+    lo = run.start + it * run.batch
+    return np.arange(lo, min(lo + run.batch, run.start + run.rows), dtype=np.int64)
+
+
 def warm_batches(run: Run) -> list[tuple[int, npt.NDArray[np.int64]]]:
     """(k, rows) of the batches that meet every kernel variant of the run: its first ``WARM_LAYOUTS`` (each depth
     with each format) and a last batch with fewer rows (another batch size)."""
     n_batches = -(-run.rows // run.batch)
     its = set(range(min(n_batches, WARM_LAYOUTS))) | ({n_batches - 1} if run.rows % run.batch else set())
-    out = []
-    for it in sorted(its):
-        lo = run.start + it * run.batch
-        out.append((run.start // run.batch + it,
-                    np.arange(lo, min(lo + run.batch, run.start + run.rows), dtype=np.int64)))
-    return out
+    return [(run.start // run.batch + it, batch_rows(run, it)) for it in sorted(its)]
 
 
 def warm(run: Run) -> str:
@@ -619,9 +620,7 @@ def bulk(run: Run, dev: Any) -> Outcome:
             progress(_line(run, end, counts, t0))
 
     def plan_of(it: int) -> concurrent.futures.Future[Plan]:
-        lo = run.start + it * run.batch
-        rows = np.arange(lo, min(lo + run.batch, run.start + run.rows), dtype=np.int64)
-        return planner.submit(plan_batch, run.seed, rows, batch_layout(first_k + it)[0], run.vocab)
+        return planner.submit(plan_batch, run.seed, batch_rows(run, it), batch_layout(first_k + it)[0], run.vocab)
 
     # 3 batches in flight over a ring of 4 buffers, each reused only after its batch settled; the plans of the next
     # PLANS_AHEAD batches made meanwhile in a process of their own (a batch's plan costs ~10 ms of Python)
