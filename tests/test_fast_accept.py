@@ -105,6 +105,10 @@ def test_target_class_equals_the_reference() -> None:
     x16.view(np.uint16)[0, 3] = 0x7C01  # a signalling-NaN pattern in the finite row: it is NaN now
     assert_equal(fast_accept.target_class(x16), accept.target_class(x16.astype(np.float32)), "classes, fp16")
     assert fast_accept.target_class(x16)[0] == 1
+    b16 = float32_to_bf16_bits(x)  # bf16 as its bit patterns (verify(..., bf16_bits=True))
+    b16[0, 3] = 0x7F81  # a NaN pattern in the finite row
+    assert_equal(fast_accept.target_class(b16), accept.target_class(bf16_bits_to_float32(b16)), "classes, bf16")
+    assert fast_accept.target_class(b16)[0] == 1
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
@@ -192,8 +196,20 @@ def test_verify_equals_the_reference(v: int, fmt: str) -> None:
     case = _case(v, fmt, 0)
     want = accept.verify(**case)
     assert_same_verdict(fast_accept.verify(**case), want, f"fast vs reference, V = {v}, {fmt}")
+    if fmt != "fp32":  # the 16-bit rows as the bulk run's workers pass them, widened only where they are read
+        x16 = case["target_logits"].astype(np.float16) if fmt == "fp16" else float32_to_bf16_bits(case["target_logits"])
+        got = fast_accept.verify(**{**case, "target_logits": x16}, bf16_bits=fmt == "bf16")
+        assert_same_verdict(got, want, f"fast vs reference, V = {v}, {fmt} rows unwidened")
     if v >= 33:  # every status and both kinds of OK row occur
         assert {0, 2, 4, 5} <= set(want.status.tolist()) and (want.accepted > 0).any(), want.status
+
+
+def test_bf16_bits_must_be_uint16() -> None:
+    case = _case(40, "bf16", 0)
+    with pytest.raises(TypeError, match="target_logits: expected a uint16 array of bf16 bit patterns"):
+        fast_accept.verify(**case, bf16_bits=True)  # fp32 values where bit patterns are meant
+    with pytest.raises(TypeError, match="target_logits: expected float32 or float16"):
+        fast_accept.verify(**{**case, "target_logits": float32_to_bf16_bits(case["target_logits"])})
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -287,7 +303,7 @@ def test_point_mass_drafts_on_the_argmax_equal_the_reference() -> None:
     x[::2, :, :][np.arange(b // 2)[:, None], np.arange(d + 1), top[::2, :, 1]] = np.float32(11.0)  # ... tied at g
     x[1::4, 1] = 0.0  # flat rows: R = 2^40 - V floor(2^40 / V) on g = 0
     g = accept.argmax(x.reshape(-1, v)).reshape(b, d + 1)
-    case = {"target_logits": x, "target_temperature": np.float32(1.0), **point_drafts(g[:, :d]),
+    case: dict[str, Any] = {"target_logits": x, "target_temperature": np.float32(1.0), **point_drafts(g[:, :d]),
             "seed": np.arange(b, dtype=np.uint64), "round": 0, "position": 0}
     want = accept.verify(**case)
     assert_same_verdict(fast_accept.verify(**case), want, "fast vs reference, argmax drafts")

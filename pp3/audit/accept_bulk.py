@@ -325,9 +325,11 @@ def _reference_rows(args: tuple[Any, ...]) -> Verdict:
 
 def fast_reference(call: AcceptCall) -> Verdict:
     """``AcceptCall.run_reference`` by ``pp3.audit.fast_accept.verify`` (the same bits, faster)."""
-    x = call.fmt.widen(call.bits) if call.fmt.name != "fp16" else call.bits.view(np.float16)
+    name = call.fmt.name  # 16-bit rows stay so: fast_accept widens the rows it reads
+    bits = np.asarray(call.bits, dtype=call.fmt.dtype)
+    x = bits.view({"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}[name])
     return fast_accept.verify(target_logits=x, target_temperature=call.temperature, **call.draft(), seed=call.seed,
-                              round=call.round, position=call.position)
+                              round=call.round, position=call.position, bf16_bits=name == "bf16")
 
 
 def row_inputs(b: Batch, lo: int, hi: int) -> dict[str, npt.NDArray[Any]]:

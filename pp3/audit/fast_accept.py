@@ -8,8 +8,9 @@ every output bit as it is:
 - §11.4 is evaluated only for the target rows whose values reach an output: g_j of a T0 row and P_j of a sampled row
   for the rows j whose §11.6 test runs (j < n, every earlier draft accepted), and for the row a of §11.7. Every other
   row j <= n of an OK row has no bit in the verdict.
-- §11.3 step 2's classes from one NaN-propagating maximum per fp32 row, or from the bits of an fp16 row
-  (``target_class``); fp16 rows are widened (exactly, §2.1) only where §11.4 reads them.
+- §11.3 step 2's classes from one NaN-propagating maximum per fp32 row, or from the bits of an fp16 or bf16 row
+  (``target_class``); fp16 and bf16 rows (bf16 given as its bit patterns, ``verify(..., bf16_bits=True)``) are
+  widened (exactly, §2.1) only where §11.4 reads them.
 - P1 is the lowest ID among the entries equal (``==``, so -0.0 = +0.0) to the row's largest value, which is the
   first entry in the §4.1 order of a NaN-free row.
 - P3's exponential (§6) is NumPy's fp64 exp where a rounding test shows that its fl32 is §6's value, and §6's own
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import _args, exponential, philox, tickets
+from pp3.reference import _args, bf16_bits_to_float32, exponential, philox, tickets
 from pp3.reference._constants import (
     DOMAIN_ACCEPT,
     DOMAIN_RESIDUAL,
@@ -55,19 +56,28 @@ _P_SCALE = np.float64(P_TICKETS)  # 2^40: w * 2^40 is exact for every fp64 w tha
 # ----------------------------------------------------------------------------------------------------------- §11.4
 
 
-_F16_INF = np.uint16(0x7C00)  # binary16 +inf; NaNs are the magnitudes above it
-_F16_NEG_INF = np.uint16(0xFC00)
+# +inf's bits in the 16-bit formats (-inf: the sign bit too); NaNs are the magnitudes above it
+_INF16 = {np.dtype(np.float16): np.uint16(0x7C00), np.dtype(np.uint16): np.uint16(0x7F80)}  # fp16, bf16 bits
+_SIGN16 = np.uint16(0x8000)
+
+
+def widen(x: npt.NDArray[Any]) -> F32:
+    """Rows of this module's target (fp32; fp16; uint16: bf16 bit patterns) as fp32, exactly (§2.1)."""
+    if x.dtype == np.uint16:
+        return bf16_bits_to_float32(x)
+    return np.asarray(x, dtype=np.float32)
 
 
 def target_class(x: npt.NDArray[Any]) -> npt.NDArray[np.int8]:
-    """``pp3.reference.accept.target_class`` (§11.3 step 2, §3's precedence) of fp32 or fp16 rows. fp32: from one
-    NaN-propagating maximum per row (NaN is the maximum iff the row holds a NaN; else +inf iff it holds +inf; else
-    every entry is -inf or finite, and none is finite iff the maximum is -inf). fp16 (NumPy's fp16 maximum is slow),
-    from the bits, which widening keeps in class: NaN iff a magnitude exceeds +inf's, +inf, every entry -inf."""
-    if x.dtype == np.float16:
-        bits = x.view(np.uint16)
-        nan = ((bits & np.uint16(0x7FFF)) > _F16_INF).any(axis=-1)
-        pos_inf, no_finite = (bits == _F16_INF).any(axis=-1), (bits == _F16_NEG_INF).all(axis=-1)
+    """``pp3.reference.accept.target_class`` (§11.3 step 2, §3's precedence) of fp32 rows, fp16 rows or bf16 rows
+    given as uint16 bit patterns. fp32: from one NaN-propagating maximum per row (NaN is the maximum iff the row
+    holds a NaN; else +inf iff it holds +inf; else every entry is -inf or finite, and none is finite iff the maximum
+    is -inf). fp16 and bf16 (NumPy's fp16 maximum is slow), from the bits, which widening keeps in class: NaN iff a
+    magnitude exceeds +inf's, +inf, every entry -inf."""
+    if x.dtype in _INF16:
+        bits, inf = x.view(np.uint16), _INF16[x.dtype]
+        nan = ((bits & np.uint16(0x7FFF)) > inf).any(axis=-1)
+        pos_inf, no_finite = (bits == inf).any(axis=-1), (bits == (inf | _SIGN16)).all(axis=-1)
     else:
         top = x.max(axis=-1)  # np.maximum propagates NaN
         nan, pos_inf, no_finite = np.isnan(top), top == np.inf, top == -np.inf
@@ -124,7 +134,7 @@ _BLOCK = 1 << 15  # entries per step of _tickets: small rows (V <= 2^15) go many
 
 
 def _tickets(x: npt.NDArray[Any], temp: F32) -> tuple[I64, I64]:
-    """§11.4 P1-P6 on OK rows ``x`` [N, V] (fp32, or fp16 widened here exactly) with temperatures ``temp`` [N] > 0:
+    """§11.4 P1-P6 on OK rows ``x`` [N, V] (fp32, or fp16 or bf16 bits widened here) with temperatures ``temp`` [N] > 0:
     (g [N], P [N, V]), ``target_tickets`` without its checks. Every step is elementwise or a reduction over one row,
     so no bit depends on how rows are grouped."""
     n, v = x.shape
@@ -133,11 +143,11 @@ def _tickets(x: npt.NDArray[Any], temp: F32) -> tuple[I64, I64]:
     c = np.empty((n, v), dtype=np.int64)
     if width > _BLOCK:
         for i in range(n):
-            g[i] = _row_tickets(np.asarray(x[i], dtype=np.float32), temp[i], width, c[i])
+            g[i] = _row_tickets(widen(x[i]), temp[i], width, c[i])
         return g, c
     step = _BLOCK // width
     for lo in range(0, n, step):
-        xb = np.asarray(x[lo : lo + step], dtype=np.float32)
+        xb = widen(x[lo : lo + step])
         tb, gb, cb = temp[lo : lo + step], g[lo : lo + step], c[lo : lo + step]
         rows = np.arange(xb.shape[0])
         gb[:] = _argmax(xb)  # P1: §4.1 order, lowest ID among equal maxima
@@ -203,10 +213,15 @@ def verify(
     seed: Any,
     round: Any,
     position: Any,
+    *,
+    bf16_bits: bool = False,
 ) -> Verdict:
-    """``pp3.reference.verify``, bit for bit (same arguments, checks and outputs), by the shortcuts of this module."""
-    # §11.2; fp16 stays fp16 here (each row this module reads is widened when it is read, exactly: §2.1)
-    x = _args.check_logits("target_logits", target_logits, min_shape=(1, 2, 1), dims="[B, D+1, V]")
+    """``pp3.reference.verify``, bit for bit (same arguments, checks and outputs), by the shortcuts of this module.
+    With ``bf16_bits``, ``target_logits`` are the uint16 bit patterns of bf16 logits (the reference's verdict on
+    ``bf16_bits_to_float32(target_logits)``)."""
+    # §11.2; fp16 and bf16 stay 16-bit here (each row this module reads is widened when it is read, exactly: §2.1)
+    x = _args.check_logits("target_logits", target_logits, min_shape=(1, 2, 1), dims="[B, D+1, V]",
+                           bf16_bits=bf16_bits)
     b, d1, v = x.shape
     d = d1 - 1
     temp = _args.as_temperature_rows("target_temperature", target_temperature, b)
@@ -233,7 +248,7 @@ def verify(
         test = alive & (j < n)
         acc = np.zeros(b, dtype=bool)
         rg = np.flatnonzero(test & greedy)
-        acc[rg] = tok[rg, j] == _argmax(x[rg, j].astype(np.float32))  # T0: accept iff x_j = g_j
+        acc[rg] = tok[rg, j] == _argmax(widen(x[rg, j]))  # T0: accept iff x_j = g_j
         rs = np.flatnonzero(test & sampled)
         if rs.size:
             xj = tok[rs, j]
@@ -250,7 +265,7 @@ def verify(
     # §11.7: the token at index a: correction (a < n) or bonus (a = n).
     token_a = np.full(b, EMPTY_ID, dtype=np.int64)
     rg = np.flatnonzero(greedy)
-    token_a[rg] = _argmax(x[rg, accepted[rg]].astype(np.float32))
+    token_a[rg] = _argmax(widen(x[rg, accepted[rg]]))
     rs = np.flatnonzero(sampled)
     if rs.size:
         a = accepted[rs]

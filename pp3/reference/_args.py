@@ -21,10 +21,15 @@ def as_logits(name: str, value: Any, *, min_shape: tuple[int, ...], dims: str) -
     return check_logits(name, value, min_shape=min_shape, dims=dims).astype(np.float32, copy=False)
 
 
-def check_logits(name: str, value: Any, *, min_shape: tuple[int, ...], dims: str) -> npt.NDArray[Any]:
-    """``as_logits``'s checks; the fp32 or fp16 array as given."""
+def check_logits(
+    name: str, value: Any, *, min_shape: tuple[int, ...], dims: str, bf16_bits: bool = False
+) -> npt.NDArray[Any]:
+    """``as_logits``'s checks; the fp32 or fp16 array as given. With ``bf16_bits`` (``pp3.audit.fast_accept``, which
+    widens only the rows it reads), the checks of the uint16 bit patterns of bf16 logits instead."""
     arr = np.asarray(value)
-    if arr.dtype not in (np.float32, np.float16):
+    if bf16_bits and arr.dtype != np.uint16:
+        raise TypeError(f"{name}: expected a uint16 array of bf16 bit patterns, got dtype {arr.dtype}")
+    if not bf16_bits and arr.dtype not in (np.float32, np.float16):
         raise TypeError(
             f"{name}: expected float32 or float16 (bf16: pass bf16_bits_to_float32(bits)), got dtype {arr.dtype}"
         )
