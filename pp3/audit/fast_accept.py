@@ -1,9 +1,9 @@
 """The bulk audit's verifier: ``pp3.reference.verify``'s bits (SPEC.md §11, ``accept-dyadic24-v1``), computed faster.
 NumPy only.
 
-``verify`` has the reference's signature and returns its outputs bit for bit; ``tests/test_fast_accept.py`` checks
-that by equality against ``pp3.reference.accept`` (the definition), path by path. The shortcuts, each of which leaves
-every output bit as it is:
+``verify`` has the reference's signature (and ``bf16_bits``, for bf16 rows as bit patterns) and returns its outputs
+bit for bit; ``tests/test_fast_accept.py`` checks that by equality against ``pp3.reference.accept`` (the definition),
+path by path. The shortcuts, each of which leaves every output bit as it is:
 
 - §11.4 is evaluated only for the target rows whose values reach an output: g_j of a T0 row and P_j of a sampled row
   for the rows j whose §11.6 test runs (j < n, every earlier draft accepted), and for the row a of §11.7. Every other
