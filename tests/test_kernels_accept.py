@@ -175,7 +175,7 @@ def test_uniform_below_on_the_device_matches_the_reference() -> None:
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("v", [12, 32000])  # one tile; a row whose end falls inside its last tile (the H200 once
-def test_half_precision_target_logits(dtype: str, v: int) -> None:  # classed those NaN: records/2026-12-01g)
+def test_half_precision_target_logits(dtype: str, v: int) -> None:  # classed those NaN: records/2026-12-01/h200-g)
     case = random_case(np.random.default_rng(8), 2, 1, v, 1.0)
     x = case["target_logits"]
     x[0, 0, 5] = 1e-40  # a subnormal (bf16 keeps it; fp16 flushes it to a subnormal fp16 or 0)

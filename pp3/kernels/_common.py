@@ -79,7 +79,7 @@ def _load_padded(ptr: tl.tensor, mask: tl.tensor, KIND: tl.constexpr) -> tl.tens
 
     The -inf is selected in registers after the load, which pads with 0: Triton 3.6 to 3.8 pack a negative 16-bit
     ``other`` of a vectorised load into 32-bit registers sign-extended (``mov.u32 %r, 0xfffffffffffffc00``), so every
-    second padded fp16/bf16 entry read 0xFFFF, a NaN (the H200 showed it, records/2026-12-01g; Triton 3.9 packs
+    second padded fp16/bf16 entry read 0xFFFF, a NaN (the H200 showed it, records/2026-12-01/h200-g; Triton 3.9 packs
     0xfc00fc00). ``pp3.audit.ptx`` fails any kernel with such a move."""
     return tl.where(mask, _widen_bits(tl.load(ptr, mask=mask, other=0), KIND), 0xFF800000)
 

@@ -131,8 +131,8 @@ def segment_gathers(b: int, config: LaunchConfig = DEFAULT_LAUNCH) -> bool:
 
 def segment_warps(gather: bool, config: LaunchConfig = DEFAULT_LAUNCH) -> tuple[int, int, int]:
     """Warps per program of launches A, B and C: ``config.segment_warps``, by default (4, 1, 4) with launch B (C at 4
-    warps: -7 % at B = 1 against 8, records/2026-12-07) and (4, 1, 8) when C gathers (its gather then holds 16
-    entries per thread; 4 warps at 32 spill: records/2026-12-08)."""
+    warps: -7 % at B = 1 against 8, records/2026-12-03/h200-b) and (4, 1, 8) when C gathers (its gather then holds 16
+    entries per thread; 4 warps at 32 spill: records/2026-12-03/h200-c)."""
     if config.segment_warps is not None:
         return config.segment_warps
     return (4, 1, 8) if gather else (4, 1, 4)
