@@ -14,7 +14,7 @@ PY313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3
 REF_PYTEST = -m pytest -q -p no:cacheprovider tests proptests/test_reference_vs_oracle.py -m "not interpreter"
 
 .PHONY: test verify typecheck lint audit-exp audit-screen golden stats bench test-py312 test-py313 wheel-check install-check \
-  triton-matrix clean
+  triton-matrix triton-kit clean
 
 # The CPU build of torch that requirements/cpu.txt pins: from the PyTorch CPU wheel index where it is reachable, else
 # from pip's own configuration (these machines: a local folder; the unreachable index costs ~8 s). Asked for alone,
@@ -97,6 +97,14 @@ triton-matrix: $(STAMP)
 	  PYTHONPATH=$$d TRITON_INTERPRET=1 $(VPY) -m pp3 verify $(TRITON_MATRIX_VERIFY); \
 	done
 
+# A trimmed Triton for the GPU machine (tools/triton_kit.sh: the wheel for Python KIT_PY without the AMD backend,
+# CUPTI, proton and the bundled CUDA tools, libtriton.so stripped; 3.9.0: 41 MB): .kits/triton-<TRITON_KIT>-kit.tar.xz.
+# The GPU targets take it as TRITON_KIT=.kits/triton-3.9.0-kit.tar.xz (carry .kits).
+KIT_PY ?= 3.12
+triton-kit: $(STAMP)
+	@test -n "$(TRITON_KIT)" || { echo "triton-kit: name the version, e.g. make triton-kit TRITON_KIT=3.9.0"; exit 2; }
+	PYTHON=$(VPY) tools/triton_kit.sh $(TRITON_KIT) .kits $(KIT_PY)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
@@ -157,6 +165,8 @@ FI_NOTE = $(GPUCACHE)/flashinfer.note
 VERIFY_TIMEOUT ?= 600
 VERIFY_PARTS ?= selector verifier conformance
 VERIFY_SELECTORS ?=
+# The suites' size: --full (the default of the GPU step), --quick, or empty for pp3 verify's standard size.
+VERIFY_SIZE ?= --full
 PTX_TIMEOUT ?= 300
 BULK_ROWS ?= 1000000
 BULK_SEED ?= 0
@@ -209,7 +219,26 @@ GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu screen-gpu stats-gpu flashinf
 GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu \
   verifier-evidence-gpu bench-gpu bench-vocab \
   bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-steps
-$(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
+# TRITON_KIT=<a kit from make triton-kit>: that Triton, unpacked once into .gpucache/kits/, first on the path of every
+# GPU step, with the machine's CUDA tools in place of the ones the kit leaves out; the stamps name the Triton that ran.
+TRITON_KIT ?=
+KIT_SITE = $(if $(TRITON_KIT),$(GPUCACHE)/kits/$(notdir $(TRITON_KIT:.tar.xz=)))
+# The machine's CUDA tool $(1): on the PATH, in a CUDA toolkit's usual place, else the one of its own Triton's wheel.
+CUDA_TOOL = $(firstword $(shell { command -v $(1); ls /usr/local/cuda*/bin/$(1); $(GPU_PY) -c \
+  "import os, triton; print(os.path.join(os.path.dirname(triton.__file__), 'backends/nvidia/bin/$(1)'))"; } 2>/dev/null))
+$(GPU_TARGETS): export PYTHONPATH := $(if $(KIT_SITE),$(KIT_SITE):)$(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
+ifneq ($(TRITON_KIT),)
+$(GPU_TARGETS): | $(KIT_SITE)/.stamp
+$(KIT_SITE)/.stamp: $(TRITON_KIT)
+	rm -rf $(KIT_SITE) && mkdir -p $(KIT_SITE) && tar -C $(KIT_SITE) -xJf $(TRITON_KIT) && touch $@
+KIT_PTXAS := $(call CUDA_TOOL,ptxas)
+KIT_CUOBJDUMP := $(call CUDA_TOOL,cuobjdump)
+KIT_NVDISASM := $(call CUDA_TOOL,nvdisasm)
+$(GPU_TARGETS): export TRITON_BACKENDS_IN_TREE := 1
+$(if $(KIT_PTXAS),$(eval $(GPU_TARGETS): export TRITON_PTXAS_PATH := $(KIT_PTXAS)))
+$(if $(KIT_CUOBJDUMP),$(eval $(GPU_TARGETS): export TRITON_CUOBJDUMP_PATH := $(KIT_CUOBJDUMP)))
+$(if $(KIT_NVDISASM),$(eval $(GPU_TARGETS): export TRITON_NVDISASM_PATH := $(KIT_NVDISASM)))
+endif
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
 $(GPU_TARGETS): export FLASHINFER_WORKSPACE_BASE := $(GPUCACHE)
 $(GPU_TARGETS): export TRITON_INTERPRET :=
@@ -234,7 +263,7 @@ gpu-env:
 # VERIFY_SELECTORS (e.g. "greedy rescan") runs only those suites of the selector part (pp3 verify --selectors).
 verify-gpu:
 	$(gpu_step)
-	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3 verify --full --parts $(VERIFY_PARTS) \
+	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3 verify $(VERIFY_SIZE) --parts $(VERIFY_PARTS) \
 	  $(if $(VERIFY_SELECTORS),--selectors $(VERIFY_SELECTORS)) --bulk-rows 0 2>&1 \
 	  | tee $(OUT)/verify.log | tail -30
 	timeout $(PTX_TIMEOUT) $(GPU_PY) -m pp3.audit.ptx --launched --digests 2>&1 | tee $(OUT)/ptx_audit.json | tail -3

@@ -283,8 +283,10 @@ def compile_launch(launch: Launch, *, default_options: bool = False) -> Any:
 
 def triton_tool(name: str) -> Path:
     """One of the CUDA binary tools that Triton's wheel carries (cuobjdump, nvdisasm, ptxas): the same on every
-    machine that runs the audit, GPU or not."""
-    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    machine that runs the audit, GPU or not; where Triton is told to use another (``TRITON_CUOBJDUMP_PATH`` and the
+    like, as with a trimmed Triton that carries none: ``make triton-kit``), that one."""
+    own = os.environ.get(f"TRITON_{name.upper()}_PATH")
+    return Path(own) if own else Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
 
 
 def sass_count(cubin: bytes) -> int:
