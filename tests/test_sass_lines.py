@@ -1,4 +1,4 @@
-"""tools/sass_lines.py on a recorded profile (tests/data/, from records/2026-12-03/h200-d: launch C of the segment
+"""bench/sass_lines.py on a recorded profile (tests/data/, from records/2026-12-03/h200-d: launch C of the segment
 selector at B = 16, the ncu SASS page and the cubin it profiled): every instruction joins its line, the counts add
 up, and a CSV that is not of that binary is refused."""
 
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-from tools.sass_lines import attribute
+from bench.sass_lines import attribute
 
 DATA = Path(__file__).resolve().parent / "data"
 

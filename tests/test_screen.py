@@ -1,4 +1,4 @@
-"""The verifier's screen (pp3.kernels.screen): the screening exponential's bound as tools/audit_screen.py checks it,
+"""The verifier's screen (pp3.kernels.screen): the screening exponential's bound as stats/audit_screen.py checks it,
 the kernels' code equal to its NumPy twin bit for bit, and a planted error in it caught by the audit."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy.typing as npt
 import pytest
 
 from pp3.kernels import screen
-from tools import audit_exp, audit_screen
+from stats import audit_exp, audit_screen
 
 F32 = npt.NDArray[np.float32]
 

@@ -355,7 +355,7 @@ def _expf_screen_kernel(
     n: tl.tensor,  # number of inputs
     BLOCK: tl.constexpr,
 ) -> None:
-    # The verifier's screening exponential alone, for the exhaustive audit of its bound (tools/audit_screen.py).
+    # The verifier's screening exponential alone, for the exhaustive audit of its bound (stats/audit_screen.py).
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     z = tl.load(z_ptr + offs, mask=mask, other=0.0)

@@ -101,7 +101,7 @@ def remainder_bound(v: int) -> int:
 
 def expf_screen(z: torch.Tensor) -> torch.Tensor:
     """The verifier's screening exponential (``pp3.kernels.screen``, never an output) on a 1-D fp32 tensor of z <= 0,
-    through the kernels' own device code: for the audit of its bound (tools/audit_screen.py)."""
+    through the kernels' own device code: for the audit of its bound (stats/audit_screen.py)."""
     if not isinstance(z, torch.Tensor) or z.dtype != torch.float32 or z.dim() != 1:
         raise TypeError("z: expected a 1-D float32 torch.Tensor")
     z = z.contiguous()

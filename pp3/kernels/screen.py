@@ -20,7 +20,7 @@ error grows with |z|. Below the floor e~(z) = e~(-86), about 2^-124.07, a normal
 exponential of §6 and never reaches an output.
 
 **The bound.** For every fp32 z in [-86, -0.0] the screen's value e~ and §6's expf(z) = w satisfy
-|e~ - w| <= SCREEN_REL w, and for z < -86 both lie in [0, SCREEN_ABS) = [0, 2^-124). ``tools/audit_screen.py`` checks
+|e~ - w| <= SCREEN_REL w, and for z < -86 both lie in [0, SCREEN_ABS) = [0, 2^-124). ``stats/audit_screen.py`` checks
 both over every such z (NumPy twin on the CPU, the kernels' own code with ``--device cuda``); the measured largest
 relative difference (2^-17.20: the polynomial's 2^-18.44, y's rounding and p's own) is recorded there and in VERIFY.md,
 under SCREEN_REL = 2^-16.

@@ -1,5 +1,5 @@
 """Where a profiled kernel's instructions come from: Nsight Compute's per-instruction counts (the SASS page that
-``tools/ncu_profile.sh`` writes with NCU_SOURCE=1) joined with the line table of the same cubin (Triton compiles with
+``bench/ncu_profile.sh`` writes with NCU_SOURCE=1) joined with the line table of the same cubin (Triton compiles with
 line info; NCU_SOURCE=1 copies launch C's cubins from Triton's cache), summed per source line.
 
 Nsight Compute attributes its counts to SASS addresses only (the CSV of ``--page source --print-source sass``);
@@ -9,7 +9,7 @@ Lines outside ``pp3/`` (Triton's ``standard.py``: its reductions and scans) are 
 table, charged to the pp3 line last seen before them in the code (the call that the compiler expanded there, as far
 as its scheduling keeps them together).
 
-usage: python tools/sass_lines.py NCU_SASS.csv KERNEL.cubin [--top N]
+usage: python bench/sass_lines.py NCU_SASS.csv KERNEL.cubin [--top N]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 # NCU_DTYPE (float32, bfloat16, float16) the logits' type; NCU_GATHER=1 or 0 forces C's gather on or off
 # (LaunchConfig.segment_gather) at every batch; NCU_SOURCE=1 also writes, per batch, launch C's SASS with its
 # executed counts and sampled stall reasons per instruction ($OUT/ncu_*_sass.csv) and copies launch C's cubins from
-# Triton's cache ($OUT/cubins): `python tools/sass_lines.py CSV CUBIN` sums the counts per source line.
+# Triton's cache ($OUT/cubins): `python bench/sass_lines.py CSV CUBIN` sums the counts per source line.
 # usage (device machine, nvidia-h200): make ncu-gpu [NCU_SELECTOR=segments|verify] [NCU_BATCHES="16 64"]
 #   [NCU_DTYPE=bfloat16] [NCU_GATHER=1|0] [NCU_SOURCE=1]   (logs in $OUT/ncu_*.txt; ~1 min per batch size)
 set -u

@@ -1,7 +1,7 @@
 """CPU time of the bulk audit's verifier (``pp3.audit.fast_accept``) per request row, on ``pp3.audit.accept_bulk``'s
 batch layouts: what bounds ``make bulk-verify-gpu``, whose process pool runs it on every row.
 
-    python -m tools.bench_fast_accept [--layouts 12] [--rows 16] [--vocab 163840] [--json]
+    python -m bench.fast_accept [--layouts 12] [--rows 16] [--vocab 163840] [--json]
 
 Batch k of the bulk run (depth 1 + k mod 8; fp32, fp16, bf16 for k mod 3 = 0, 1, 2; every plan) with ``--rows`` of
 its rows, built on the CPU: the target logits from torch's CPU generator (the bulk run draws them on its device, so
@@ -44,7 +44,7 @@ def layout_call(k: int, rows: int, v: int) -> AcceptCall:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.bench_fast_accept", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.fast_accept", description=__doc__.splitlines()[0])
     ap.add_argument("--layouts", type=int, default=12, help="batch layouts k = 0 .. N-1 (>= 1)")
     ap.add_argument("--rows", type=int, default=16, help="request rows per layout (1 .. 64)")
     ap.add_argument("--vocab", type=int, default=163840, help="vocabulary V (>= 40)")

@@ -1,9 +1,9 @@
 """Exhaustive audits of SPEC.md §6's exponential: the reference against the correctly rounded binary32 e^z
 (``--device cpu``, the default), or the kernels' device exponential against the reference's bits (``--device cuda``).
 
-Run: python tools/audit_exp.py               (make audit-exp; every fp32 z in [-104, -0.0] plus specials, minutes)
-     python tools/audit_exp.py --limit N     (N evenly spaced inputs of that range plus the specials, seconds)
-     python tools/audit_exp.py --device cuda (make expf-gpu; pp3.kernels.expf on the same inputs, ~20 s on an H200)
+Run: python stats/audit_exp.py               (make audit-exp; every fp32 z in [-104, -0.0] plus specials, minutes)
+     python stats/audit_exp.py --limit N     (N evenly spaced inputs of that range plus the specials, seconds)
+     python stats/audit_exp.py --device cuda (make expf-gpu; pp3.kernels.expf on the same inputs, ~20 s on an H200)
 
 Inputs: every negative fp32 bit pattern from 0x80000000 (-0.0) to 0xC2D00000 (-104.0) inclusive, plus +0.0, -inf and
 a few z < -104.
@@ -222,7 +222,7 @@ def write_worst(path: Path, referred: list[Referred]) -> None:
     lines = [
         "# Hardest fp32 inputs of expf (SPEC.md §6): every z in [-104, -0.0] whose fp64 e^z (NumPy) lies within",
         f"# {REFER_ULPS:g} fp64 ulps of a binary32 rounding boundary.",
-        "# Written by tools/audit_exp.py --worst-out; do not edit.",
+        "# Written by stats/audit_exp.py --worst-out; do not edit.",
         "# z_bits  correctly_rounded_bits  exact distance of e^z to the boundary (fp64 ulps)  # z",
     ]
     for r in sorted(referred, key=lambda r: (r.exact_ulps, r.zbits)):

@@ -1,10 +1,10 @@
 """Exhaustive audit of the verifier's screening exponential (``pp3.kernels.screen``): for every fp32 z in [-86, -0.0]
 |e~ - expf(z)| <= SCREEN_REL expf(z), and for every z below, e~ and expf(z) are in [0, SCREEN_ABS).
 
-Run: python tools/audit_screen.py               (make audit-screen; the NumPy twin against the reference, every input)
-     python tools/audit_screen.py --limit N     (~N evenly spaced inputs plus the specials, seconds)
-     python tools/audit_screen.py --device cuda (make screen-gpu; the kernels' _expf_screen against their _expf, which
-                                                 tools/audit_exp.py --device cuda proves equal to the reference)
+Run: python stats/audit_screen.py               (make audit-screen; the NumPy twin against the reference, every input)
+     python stats/audit_screen.py --limit N     (~N evenly spaced inputs plus the specials, seconds)
+     python stats/audit_screen.py --device cuda (make screen-gpu; the kernels' _expf_screen against their _expf, which
+                                                 stats/audit_exp.py --device cuda proves equal to the reference)
 
 Inputs: every negative fp32 bit pattern from 0x80000000 (-0.0) to 0xC2D00000 (-104.0), plus +0.0, -inf and a few
 z < -104 (the reference is +0.0 there). Prints the largest relative difference over [-86, -0.0] and where; exit
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from pp3.kernels.screen import SCREEN_ABS, SCREEN_FLOOR, SCREEN_REL, expf_screen
 from pp3.reference.exponential import expf
-from tools.audit_exp import CHUNK, FIRST, LAST, SPECIALS, Task, task_bits
+from stats.audit_exp import CHUNK, FIRST, LAST, SPECIALS, Task, task_bits
 
 TASK = 1 << 24
 
