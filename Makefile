@@ -13,7 +13,7 @@ PY312 ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3
 PY313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3
 REF_PYTEST = -m pytest -q -p no:cacheprovider tests proptests/test_reference_vs_oracle.py -m "not interpreter"
 
-.PHONY: test verify typecheck lint audit-exp audit-screen golden stats bench test-py312 test-py313 wheel-check install-check \
+.PHONY: test evidence evidence-check verify typecheck lint audit-exp audit-screen golden stats bench test-py312 test-py313 wheel-check install-check \
   triton-matrix triton-kit clean
 
 # The CPU build of torch that requirements/cpu.txt pins: from the PyTorch CPU wheel index where it is reachable, else
@@ -30,9 +30,25 @@ $(STAMP): requirements/cpu.txt pyproject.toml
 	$(VPY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 
+# The compiled PTX audit's documents, kept by what they depend on (pp3.audit.ptx: PP3_PTX_CACHE), so that its test
+# and evidence-check compile each kernel variant once.
+PTX_CACHE = $(CURDIR)/build/ptx-cache
+
 test: lint typecheck $(STAMP)
-	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q -n 2 --durations=30 tests proptests
+	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci PP3_PTX_CACHE=$(PTX_CACHE) $(VPY) -m pytest -q -n 2 --durations=30 \
+	  tests proptests
 	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q stats -m stats
+	$(MAKE) --no-print-directory evidence-check
+
+# The ledger (records/): evidence renders the generated tables of README, VERIFY, STATS and BENCHMARKS from the runs'
+# rows; evidence-check prints which claims ran on today's kernel binaries (shipped) and which did not (stale), and
+# fails if a generated file, a table or an archive's manifest is out of date, or a launched kernel is in no group.
+evidence: $(STAMP)
+	$(VPY) -m tools.evidence ledger
+	PP3_PTX_CACHE=$(PTX_CACHE) $(VPY) -m tools.evidence render
+
+evidence-check: $(STAMP)
+	PP3_PTX_CACHE=$(PTX_CACHE) $(VPY) -m tools.evidence check
 
 verify: $(STAMP)
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
@@ -49,8 +65,9 @@ typecheck: $(STAMP)
 
 # The package as a user gets it: build the wheel, install it with the kernels extra into a fresh venv outside the
 # repository (the pins of requirements/cpu.txt as constraints, so torch is the CPU build), then, from an empty folder
-# (nothing of the repository importable), run the conformance files, `pp3 verify` under the interpreter, the
-# README's example, and check that a repository tool says so.
+# (nothing of the repository importable), run the conformance files on the reference and (pp3 verify's conformance
+# part, under the interpreter) on the kernels, the README's example, and check that a repository tool says so. The
+# parity suites themselves run once, in make verify.
 wheel-check: $(STAMP)
 	rm -rf dist build/lib build/bdist.*
 	$(VPY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
@@ -62,8 +79,7 @@ wheel-check: $(STAMP)
 	  cp dist/readme_example.py "$$root/empty/example.py" && cd "$$root/empty" && \
 	  "$$root/venv/bin/python" -c "import pp3; assert '$(CURDIR)' not in pp3.__file__, pp3.__file__" && \
 	  "$$root/venv/bin/pp3" conformance --kernels no && \
-	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" conformance --kernels yes && \
-	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" verify --quick --json --out failures > verify.json && \
+	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" verify --quick --parts conformance --json --out failures > verify.json && \
 	  "$$root/venv/bin/python" -c "import json; d = json.load(open('verify.json')); \
 	    assert d['verdict'] == 'PASS' and d['schema_version'] == 1, d" && \
 	  "$$root/venv/bin/pp3" --version && \
@@ -85,17 +101,18 @@ TRITON_MATRIX ?= 3.7.1 3.8.0 3.9.0
 TRITON_NEWEST ?= 3.9.0
 NUMPY_NEWEST ?= 2.4.6
 TRITON_MATRIX_VERIFY ?= --quick
-triton-matrix: $(STAMP)
-	for v in $(TRITON_MATRIX); do \
-	  d=.triton/$$v; if [ "$$v" = "$(TRITON_NEWEST)" ]; then np=numpy==$(NUMPY_NEWEST); else np=; fi; \
-	  [ -f $$d/.stamp ] || { rm -rf $$d && $(VPY) -m pip install -q --no-deps --target $$d triton==$$v $$np && touch $$d/.stamp; }; \
-	  echo "=== Triton $$v $$np"; \
-	  PYTHONPATH=$$d $(VPY) -c "import numpy, triton; print('triton', triton.__version__, 'numpy', numpy.__version__)"; \
-	  PYTHONPATH=$$d $(VPY) -m pp3.audit.ptx > $$d/ptx.json || { cat $$d/ptx.json; exit 1; }; \
-	  PYTHONPATH=$$d $(VPY) -c "import json; d = json.load(open('$$d/ptx.json')); \
-	    print('ptx audit:', d['verdict'], d['variants'], 'variants of', len(d['kernels']), 'kernels')"; \
-	  PYTHONPATH=$$d TRITON_INTERPRET=1 $(VPY) -m pp3 verify $(TRITON_MATRIX_VERIFY); \
-	done
+triton-matrix: $(addprefix triton-matrix-,$(TRITON_MATRIX))
+
+# One Triton of the matrix (make -j2 runs two side by side: each step is one process).
+triton-matrix-%: $(STAMP)
+	d=.triton/$*; if [ "$*" = "$(TRITON_NEWEST)" ]; then np=numpy==$(NUMPY_NEWEST); else np=; fi; \
+	[ -f $$d/.stamp ] || { rm -rf $$d && $(VPY) -m pip install -q --no-deps --target $$d triton==$* $$np && touch $$d/.stamp; }; \
+	echo "=== Triton $* $$np"; \
+	PYTHONPATH=$$d $(VPY) -c "import numpy, triton; print('triton', triton.__version__, 'numpy', numpy.__version__)"; \
+	PYTHONPATH=$$d $(VPY) -m pp3.audit.ptx > $$d/ptx.json || { cat $$d/ptx.json; exit 1; }; \
+	PYTHONPATH=$$d $(VPY) -c "import json; d = json.load(open('$$d/ptx.json')); \
+	  print('ptx audit:', d['verdict'], d['variants'], 'variants of', len(d['kernels']), 'kernels')"; \
+	PYTHONPATH=$$d TRITON_INTERPRET=1 $(VPY) -m pp3 verify $(TRITON_MATRIX_VERIFY)
 
 # A trimmed Triton for the GPU machine (tools/triton_kit.sh: the wheel for Python KIT_PY without the AMD backend,
 # CUPTI, proton and the bundled CUDA tools, libtriton.so stripped; 3.9.0: 41 MB): .kits/triton-<TRITON_KIT>-kit.tar.xz.
@@ -109,10 +126,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 audit-exp: $(STAMP)
-	$(VPY) tools/audit_exp.py
+	$(VPY) stats/audit_exp.py
 
 audit-screen: $(STAMP)
-	$(VPY) tools/audit_screen.py
+	$(VPY) stats/audit_screen.py
 
 golden: $(STAMP)
 	$(VPY) tools/gen_golden.py
@@ -207,6 +224,7 @@ ADAPTERS_TIMEOUT ?= 300
 SANITIZE_TIMEOUT ?= 240
 SANITIZE_TOOLS ?= memcheck initcheck racecheck
 SANITIZE_CASES ?=
+SANITIZE_LOG = $(if $(SANITIZE_CASES),$(subst $(eval) ,-,$(strip $(SANITIZE_CASES))),all)
 # compute-sanitizer from PATH or the CUDA toolkit's usual place.
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 PAIR_ARGS ?=
@@ -234,6 +252,8 @@ $(KIT_SITE)/.stamp: $(TRITON_KIT)
 KIT_PTXAS := $(call CUDA_TOOL,ptxas)
 KIT_CUOBJDUMP := $(call CUDA_TOOL,cuobjdump)
 KIT_NVDISASM := $(call CUDA_TOOL,nvdisasm)
+# Triton 3.8+ compiles sm_90 and newer with "ptxas-blackwell" (its newer bundled ptxas): the machine's one serves.
+$(if $(KIT_PTXAS),$(eval $(GPU_TARGETS): export TRITON_PTXAS_BLACKWELL_PATH := $(KIT_PTXAS)))
 $(GPU_TARGETS): export TRITON_BACKENDS_IN_TREE := 1
 $(if $(KIT_PTXAS),$(eval $(GPU_TARGETS): export TRITON_PTXAS_PATH := $(KIT_PTXAS)))
 $(if $(KIT_CUOBJDUMP),$(eval $(GPU_TARGETS): export TRITON_CUOBJDUMP_PATH := $(KIT_CUOBJDUMP)))
@@ -273,7 +293,7 @@ bulk-gpu:
 	$(gpu_step)
 	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3 verify --full --bulk-only --bulk-rows $(BULK_ROWS) \
 	  --bulk-seed $(BULK_SEED) 2>&1 | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
-	  | tee $(OUT)/bulk_$(BULK_SEED).log | tail -4
+	  | tee $(OUT)/bulk_$(BULK_SEED)$(if $(filter 0,$(PP3_PDL)),_nopdl).log | tail -4
 
 # The verifier's bulk rows (pp3.audit.accept_bulk): VERIFY_BULK_ROWS request rows of seed VERIFY_BULK_SEED from row
 # VERIFY_BULK_START at V = 163840, no batch started after VERIFY_BULK_SECONDS; the JSON (which rows were checked, the
@@ -300,12 +320,12 @@ props-gpu:
 # The exhaustive device exponential: pp3.kernels.expf on every input of the sweep against the reference's bits.
 expf-gpu:
 	$(gpu_step)
-	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_exp.py --device cuda 2>&1 | tee $(OUT)/expf_audit.log | tail -4
+	timeout $(EXPF_TIMEOUT) $(GPU_PY) stats/audit_exp.py --device cuda 2>&1 | tee $(OUT)/expf_audit.log | tail -4
 
 # The verifier's screening exponential on every input: its bound against the device expf (pp3.kernels.screen).
 screen-gpu:
 	$(gpu_step)
-	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_screen.py --device cuda 2>&1 | tee $(OUT)/screen_audit.log | tail -6
+	timeout $(EXPF_TIMEOUT) $(GPU_PY) stats/audit_screen.py --device cuda 2>&1 | tee $(OUT)/screen_audit.log | tail -6
 
 stats-gpu:
 	$(gpu_step)
@@ -372,7 +392,7 @@ audit-e2e-gpu:
 	  --n $(E2E_N) --mutant-n $(E2E_MUTANT_N) 2>&1 | tee $(OUT)/e2e_gpu_$(E2E_VERIFIER).log | tail -20
 
 # compute-sanitizer over the launchers on ordinary and adversarial inputs (python -m tools.sanitize_cases), one run
-# per tool of SANITIZE_TOOLS, all at once (separate processes), logs into $(OUT)/sanitize_<tool>.log; a tool's
+# per tool of SANITIZE_TOOLS, all at once (separate processes), logs into $(OUT)/sanitize_<cases>_<tool>.log; a tool's
 # errors make its run exit 1.
 sanitize-gpu:
 	$(gpu_step)
@@ -380,10 +400,10 @@ sanitize-gpu:
 	for tool in $(SANITIZE_TOOLS); do \
 	  { r=0; timeout $(SANITIZE_TIMEOUT) $(SANITIZER) --tool $$tool --error-exitcode 1 --print-limit 100000 \
 	    --show-backtrace no $(GPU_PY) -m tools.sanitize_cases $(if $(SANITIZE_CASES),--cases $(SANITIZE_CASES)) \
-	    > $(OUT)/sanitize_$$tool.log 2>&1 || r=$$?; echo $$r > $(OUT)/.sanitize_$$tool.rc; } & \
+	    > $(OUT)/sanitize_$(SANITIZE_LOG)_$$tool.log 2>&1 || r=$$?; echo $$r > $(OUT)/.sanitize_$$tool.rc; } & \
 	done; wait; rc=0; for tool in $(SANITIZE_TOOLS); do r=$$(cat $(OUT)/.sanitize_$$tool.rc); \
 	  rm -f $(OUT)/.sanitize_$$tool.rc; \
-	  echo "$$tool exit $$r: $$(grep -h 'ERROR SUMMARY' $(OUT)/sanitize_$$tool.log | tail -1)"; \
+	  echo "$$tool exit $$r: $$(grep -h 'ERROR SUMMARY' $(OUT)/sanitize_$(SANITIZE_LOG)_$$tool.log | tail -1)"; \
 	  [ $$r -eq 0 ] || rc=1; done; exit $$rc
 
 # The verifier's GPU evidence in one device call, side by side (make -j): the bulk request rows from
@@ -413,10 +433,10 @@ bench-pair:
 	timeout -k 10 $(PAIR_TIMEOUT) $(GPU_PY) -m bench.pair --out $(OUT) --timeout $(RANK_TIMEOUT) $(PAIR_ARGS) 2>&1 \
 	  | tee $(OUT)/pair.log | { grep -v -E '^\[rank [0-9]+ [0-9:]+\] \{' || true; } | tail -150
 
-# Nsight Compute on both launches of the selector (tools/ncu_profile.sh: stall reasons, instructions, cycles).
+# Nsight Compute on both launches of the selector (bench/ncu_profile.sh: stall reasons, instructions, cycles).
 ncu-gpu:
 	$(gpu_step)
-	OUT=$(OUT) bash tools/ncu_profile.sh
+	OUT=$(OUT) bash bench/ncu_profile.sh
 
 # Everything under $(OUT) into one results_HHMMSS.tgz.
 gpu-pack:

@@ -22,6 +22,10 @@ must catch. ``--launched`` runs ``exercise`` on the CUDA GPU and audits the bina
 comparison of two runs; ``--sass`` adds each variant's static SASS instruction count (the wheel's cuobjdump);
 ``--only`` compiles the variants of the named kernels alone (discovery, recording and classification stay whole).
 Prints one JSON document; exits 1 on any finding. Must run without ``TRITON_INTERPRET``.
+
+``PP3_PTX_CACHE=DIR`` keeps each compiled audit's document in DIR under a key of everything it depends on (every
+file of the package as it is on disk, Python's, torch's and Triton's versions, the options), so that ``make test``
+compiles each variant once for its test and for ``make evidence-check``.
 """
 
 from __future__ import annotations
@@ -365,6 +369,16 @@ def audit_launched(*, digests: bool = False, sass: bool = False) -> dict[str, An
     return _verdict(doc)
 
 
+def cache_key(options: dict[str, Any]) -> str:
+    """What a compiled audit depends on: the package's files, the versions of Python, torch and Triton, the options."""
+    h = hashlib.sha256(json.dumps([sys.version, torch.__version__, triton.__version__, options], sort_keys=True,
+                                  default=str).encode())
+    pkg = Path(pp3.kernels.__file__).resolve().parents[1]
+    for f in sorted(pkg.rglob("*.py")):
+        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:24]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pp3.audit.ptx", description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
@@ -383,10 +397,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.launched:
         doc = audit_launched(digests=args.digests, sass=args.sass)
     else:
-        try:
-            doc = audit(default_options=args.default_options, digests=args.digests, sass=args.sass, only=args.only)
-        except ValueError as e:
-            ap.error(f"--{e}")
+        options = {"default_options": args.default_options, "digests": args.digests, "sass": args.sass,
+                   "only": sorted(args.only)}
+        cached = Path(os.environ["PP3_PTX_CACHE"], f"{cache_key(options)}.json") if os.environ.get("PP3_PTX_CACHE") \
+            else None
+        if cached is not None and cached.exists():
+            doc = json.loads(cached.read_text())
+        else:
+            try:
+                doc = audit(default_options=args.default_options, digests=args.digests, sass=args.sass,
+                            only=args.only)
+            except ValueError as e:
+                ap.error(f"--{e}")
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                cached.write_text(json.dumps(doc, indent=1))
     print(json.dumps(doc, indent=1))
     return 0 if doc["verdict"] == "PASS" else 1
 
