@@ -35,8 +35,8 @@ $(STAMP): requirements/cpu.txt pyproject.toml
 PTX_CACHE = $(CURDIR)/build/ptx-cache
 
 test: lint typecheck $(STAMP)
-	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci PP3_PTX_CACHE=$(PTX_CACHE) $(VPY) -m pytest -q -n 2 --durations=30 \
-	  tests proptests
+	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci PP3_PTX_CACHE=$(PTX_CACHE) $(VPY) -m pytest -q -n 2 --dist worksteal \
+	  --durations=30 tests proptests
 	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q stats -m stats
 	$(MAKE) --no-print-directory evidence-check
 
