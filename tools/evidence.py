@@ -355,7 +355,7 @@ def _fmt(x: float) -> str:
 def bench_process(rows: list[dict[str, str]], op: str, key: str) -> list[dict[str, str]]:
     """The rows of ``op`` from the newest process that timed the implementation ``key`` (ratios are taken within
     one process only)."""
-    mine = [r for r in rows if r["op"] == op and r["impl"] == key]
+    mine = [r for r in rows if r["op"] == op and r["impl"] == key and r["triton"] == PINNED_TRITON]
     if not mine:
         return []
     newest = max(mine, key=lambda r: (r["date"], r["process"]))["process"]
@@ -435,6 +435,29 @@ def _span(where: dict[str, list[int]], measured: dict[str, list[int]]) -> str:
                      for (depth, text), fmts in said.items()) or "—"
 
 
+def tritons_block(rows: list[dict[str, str]]) -> list[str]:
+    """Each run that timed another Triton beside the pinned one: both processes' µs, same card, no ratio across
+    them (fp32, depth 5)."""
+    out: list[str] = []
+    for record in sorted({r["process"].split(":")[0] for r in rows if r["triton"] != PINNED_TRITON}):
+        mine = [r for r in rows if r["process"].startswith(record + ":") and r["dtype"] == "float32"
+                and r["depth"] == "5" and r["impl"] in ("pp3 sampled", "pp3 verify", "trivial 2-launch row max",
+                                                        "torch argmax", "read-only pass")]
+        batches = sorted({int(r["B"]) for r in mine})
+        cells = {(r["op"], r["impl"], r["triton"], int(r["B"])): float(r["median_us"]) for r in mine}
+        keys = sorted({(r["op"], r["impl"], r["triton"]) for r in mine}, key=lambda k: (k[0] != "propose", k))
+        r0 = mine[0] if mine else None
+        if r0 is None:
+            continue
+        out += [f"{r0['card']}, {r0['date']}: one process per Triton, same card ([{record}]); fp32, depth 5, µs.", ""]
+        out += _table(("operation", "row", "Triton", *(f"B={b}" for b in batches)),
+                      [(op, _short(impl), tri, *(_fmt(cells[op, impl, tri, b]) if (op, impl, tri, b) in cells
+                                                  else "—" for b in batches)) for op, impl, tri in keys],
+                      "lll" + "r" * len(batches))
+        out += ["", f"[{record}]: records/{record}.tar.xz", ""]
+    return out[:-1] if out else ["No run has timed another Triton yet."]
+
+
 # Generated block -> (operation, the implementation whose newest process the block shows).
 def speed_block(rows: list[dict[str, str]]) -> list[str]:
     """README's Speed: fp32, depth 5, a few batch sizes; the proposal's and the verifier's newest processes, each
@@ -478,6 +501,7 @@ def render_blocks(claims: Claims, ledger: list[dict[str, str]], bench: list[dict
     }
     for name, (op, key) in BENCH_SECTIONS.items():
         blocks[name] = bench_block(claims, bench, op, key)
+    blocks["bench-tritons"] = tritons_block(bench)
     return blocks
 
 
@@ -526,21 +550,26 @@ def rows_of_file(path: Path, rel: str) -> tuple[list[dict[str, str]], list[dict[
     rows: list[dict[str, str]] = []
     bench: list[dict[str, str]] = []
 
-    def row(claim: str, ok: bool, result: str) -> None:
-        rows.append({"claim": claim, "verdict": "PASS" if ok else "FAIL", "result": result, "record": rel})
+    def row(claim: str, ok: bool | str, result: str) -> None:
+        verdict = ok if isinstance(ok, str) else "PASS" if ok else "FAIL"
+        rows.append({"claim": claim, "verdict": verdict, "result": result, "record": rel})
 
     if name == "verify.log" or re.fullmatch(r"bulk_\d+(_nopdl)?\.log", name):
         final = _count(text, r"^verify: (PASS|FAIL) \((.*)\)$")
-        if not final:
-            return [], []
-        ok = final[-1][0] == "PASS"
         suites = _count(text, r"^  (\w+): (\d+) calls, (\d+) rows, (\d+) mismatches")
+        if not final:  # stopped (a timeout): what finished is stated, and the claim is not passed
+            if suites:
+                bad = sum(int(x[3]) for x in suites)
+                row("sel-suites" if suites[0][0] != "verifier" else "ver-suites", "PARTIAL",
+                    f"{', '.join(x[0] for x in suites)}: {bad} mismatches (stopped)")
+            return rows, []
+        ok = final[-1][0] == "PASS"
         bulk = _count(text, r"^  bulk: (\d+)/\d+ rows, (\d+) mismatches")
         size = (_count(text, r"sizes=(\w+)") or ["?"])[0]
         size = "" if size == "full" else f" ({size} size)"  # the claims name the full suites
         if bulk:
             row("sel-bulk-nopdl" if name.endswith("_nopdl.log") else "sel-bulk", ok,
-                f"{bulk[-1][1]} mismatches, {int(bulk[-1][0]):,} rows")
+                f"{bulk[-1][1]} mismatches, {int(bulk[-1][0]) / 1e6:g}M rows")
         sel = [s for s in suites if s[0] not in ("verifier",)]
         if sel:
             bad, calls = sum(int(x[3]) for x in sel), sum(int(x[1]) for x in sel)
@@ -652,7 +681,8 @@ def record_rows(out: Path, date: str, name: str, digests: dict[str, str], claims
             new = {**env, **r, "claim": cid, "kernels": kernels_cell(digests, groups)}
             if cid in rows:
                 old = rows[cid]
-                old["verdict"] = "PASS" if old["verdict"] == new["verdict"] == "PASS" else "FAIL"
+                old["verdict"] = "PASS" if old["verdict"] == new["verdict"] == "PASS" else \
+                    next(v for v in (old["verdict"], new["verdict"]) if v != "PASS")
                 old["result"] = f"{old['result']}; {new['result']}"
             else:
                 rows[cid] = new
