@@ -1,12 +1,13 @@
 """pp3's kernels as PyTorch custom operators (``torch.ops.pp3.*``), for engines that compile and capture their step.
 
 Each operator is the launcher of the same name in ``pp3.kernels`` (same checks, same kernels, same bits), registered
-with ``torch.library.custom_op`` and a fake implementation, so ``torch.compile(fullgraph=True)`` treats it as one
-opaque node whose output shapes and dtypes it knows without running it. A fake implementation runs the checks of
-its launcher (``pp3.kernels.select.propose_args`` and the like: dtypes, shapes, devices, and which outputs share
-memory, all read from the tensors' metadata, so they hold for fake and meta tensors too), then returns what the
-launcher would allocate: a call the launcher refuses raises the same exception under tracing, and a call with a
-tensor on ``meta`` (which the dispatcher sends to the fake implementation) is refused as the launcher refuses it.
+with ``torch.library.custom_op`` and a fake implementation, so ``torch.compile(fullgraph=True)`` treats it as one opaque
+node whose output shapes and dtypes it knows without running it. A fake implementation runs the checks of its launcher
+(``pp3.kernels.select.propose_args`` and the like: dtypes, shapes, devices, and which outputs share memory, all read
+from the tensors' metadata, so they hold for fake and meta tensors too; a fake tensor has no memory, so the fake
+compares storage objects where the operator compares addresses: ``pp3.kernels.checks.disjoint``), then returns what the
+launcher would allocate: a call the launcher refuses raises the same exception under tracing, and a call with a tensor
+on ``meta`` (which the dispatcher sends to the fake implementation) is refused as the launcher refuses it.
 Per-row keys are tensors here (int64 tensors of uint64 bits; fp32 temperatures), so a compiled or captured step
 makes no host-to-device copy; the launchers read no device memory on the host, so no operator synchronises.
 
