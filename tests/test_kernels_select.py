@@ -226,6 +226,19 @@ def test_pdl_default_and_switch(
     assert config.use_pdl(torch.device("cuda", 0), on) is (capability[0] >= 9 and interpret == "0")
 
 
+def test_launch_config_pdl_keeps_its_three_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's reproducer: pdl=0 would have switched PDL on on Hopper even with PP3_PDL=0; only None, True and
+    False are settings, and False stays off."""
+    monkeypatch.setenv("PP3_PDL", "0")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    with pytest.raises(TypeError, match=r"^pdl: "):
+        config.LaunchConfig(pdl=0)  # type: ignore[arg-type]
+    assert config.use_pdl(torch.device("cuda"), config.LaunchConfig(pdl=False)) is False
+    assert config.use_pdl(torch.device("cuda"), config.LaunchConfig()) is False
+    assert config.use_pdl(torch.device("cuda"), config.LaunchConfig(pdl=True)) is True
+
+
 @triton.jit
 def _tree_kernel(w_ptr: tl.tensor, out_ptr: tl.tensor, N: tl.constexpr, LOG: tl.constexpr) -> None:
     row = tl.program_id(0).to(tl.int64)

@@ -79,8 +79,8 @@ class LaunchConfig:
                 raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
         if self.segment_gather is not None and not isinstance(self.segment_gather, bool):
             raise ValueError(f"segment_gather: expected None, True or False, got {self.segment_gather!r}")
-        if self.pdl not in (None, True, False):
-            raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
+        if self.pdl is not None and not isinstance(self.pdl, bool):  # pdl=0 is not False: use_pdl tells them apart
+            raise TypeError(f"pdl: expected None, True or False, got {self.pdl!r}")
         if self.selector not in ("auto", "segments", "tiles"):
             raise ValueError(f"selector: expected 'auto', 'segments' or 'tiles', got {self.selector!r}")
         if self.greedy not in ("auto", "keys", "rescan"):
