@@ -389,3 +389,15 @@ def test_disjoint_views_of_one_storage_are_accepted() -> None:
     got = select.propose(x, *_keys(), out=Proposal(status, token, ids, tickets))
     for f in ("status", "token", "ids", "tickets"):
         assert torch.equal(getattr(got, f), getattr(want, f)), f
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda x: select.greedy_sharded(x), lambda x: select.propose_sharded(x, *_keys())],
+    ids=["greedy_sharded", "propose_sharded"],
+)
+def test_sharded_calls_refuse_a_tensor_for_shards(call: Callable[[Any], Any], no_launch: None) -> None:
+    """One [B, V] tensor where a list of shards is expected is a TypeError naming ``shards`` (its truth value, which
+    the empty-list check took, is ambiguous)."""
+    with pytest.raises(TypeError, match=r"^shards: expected a sequence"):
+        call(_logits())

@@ -268,6 +268,8 @@ def _next_power_of_2(n: int) -> int:
 def shards(xs: Sequence[Any], tile_value: Any, name: str = "shards") -> tuple[list[torch.Tensor], int]:
     """Checked shards of one batch (same rows, same device, in ID order) and the tile, which must fit launch 2.
     Errors name ``name[i]`` (``name`` alone for a single unsharded ``logits``)."""
+    if not isinstance(xs, Sequence):  # a tensor too: it is not a list of shards (and its truth value is ambiguous)
+        raise TypeError(f"{name}: expected a sequence of [B, V_r] tensors (a list of shards), got {type(xs).__name__}")
     if not xs:
         raise ValueError(f"{name}: need at least one shard")
     out = [logits(name if name == "logits" else f"{name}[{i}]", s) for i, s in enumerate(xs)]
