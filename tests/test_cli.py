@@ -421,14 +421,15 @@ def _greedy_token_plus_one(real: Any) -> Any:
 
 @needs_kernels
 @pytest.mark.interpreter
-def test_verify_runs_the_selector_suites_it_names(monkeypatch: pytest.MonkeyPatch,
+def test_verify_runs_the_selector_suites_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """``--selectors`` runs exactly the suites it names: a planted greedy-selector bug fails ``--selectors greedy``
     and ``rescan`` (each through its own calls) and passes ``--selectors tiles``; naming them without the selector
     part, or with the bulk rows alone, is refused before anything runs."""
     monkeypatch.setattr(pp3.kernels, "greedy_sharded", _greedy_token_plus_one(pp3.kernels.greedy_sharded))
     for kind, want in (("greedy", 1), ("rescan", 1), ("tiles", 0)):
-        rc, out, err = run(["verify", "--quick", "--parts", "selector", "--selectors", kind, "--json"], capsys)
+        rc, out, err = run(["verify", "--quick", "--parts", "selector", "--selectors", kind, "--json", "--out",
+                            str(tmp_path)], capsys)
         doc = document(out)
         assert rc == want and (doc["selector"]["mismatches"] > 0) == bool(want), (kind, doc["selector"])
         assert f"  {kind}:" in err and not any(f"  {k}:" in err for k in ("greedy", "rescan", "tiles") if k != kind)
