@@ -234,6 +234,108 @@ def test_verify_refuses_a_run_that_checks_nothing(capsys: pytest.CaptureFixture[
     assert_refused(rc, err, "check nothing")
 
 
+@pytest.fixture
+def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command's work fails if it starts: a refusal must come first."""
+    from pp3 import speculate
+    from pp3.audit import e2e, parity
+
+    def ran(*args: Any, **kw: Any) -> Any:
+        raise RuntimeError("the run started")
+
+    for module, name in ((parity, "run"), (parity, "replay"), (e2e, "run_audit"), (speculate, "speculation_round")):
+        monkeypatch.setattr(module, name, ran)
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+
+
+def _dump(tmp_path: Path) -> str:
+    """A selector case as pp3 verify writes it (kernel and reference outputs both the reference's)."""
+    from pp3.audit import parity
+    from pp3.testing.call import make_case
+
+    call = make_case("fp32", [[1.0, 2.0, 3.0]])
+    ref = call.run_reference()
+    return str(parity.dump_failure(tmp_path / "dump", call, ref, ref))
+
+
+CANNOT_APPLY = [
+    (["verify", "--parts", "conformance", "--bulk-rows", "4", "--bulk-vocab", "64"], "--bulk-rows"),  # the issue's
+    (["verify", "--bulk-rows", "0", "--bulk-seed", "3"], "--bulk-seed"),
+    (["verify", "--bulk-rows", "0", "--bulk-vocab", "64"], "--bulk-vocab"),
+    (["verify", "--bulk-rows", "0", "--bulk-greedy"], "--bulk-greedy"),
+    (["verify", "--parts", "verifier", "--bulk-greedy"], "--bulk-greedy"),
+    (["verify", "--quick", "--parts", "conformance"], "--quick"),
+    (["verify", "--bulk-only", "--bulk-rows", "4", "--quick"], "--quick"),
+    (["verify", "--bulk-only", "--bulk-rows", "4", "--parts", "selector"], "--parts"),
+    (["verify", "--replay", "DUMP", "--parts", "selector"], "--parts"),
+    (["verify", "--replay", "DUMP", "--bulk-seed", "1"], "--bulk-seed"),
+    (["verify", "--replay", "DUMP", "--out", "somewhere"], "--out"),
+    (["demo", "--replays", "10"], "--replays"),
+    (["audit-e2e", "--no-mutants", "--mutant-n", "10"], "--mutant-n"),
+    (["audit-e2e", "--no-mutants", "--mutant-temperatures", "1.0"], "--mutant-temperatures"),
+]
+
+
+@needs_kernels
+@pytest.mark.parametrize(("args", "flag"), CANNOT_APPLY, ids=[" ".join(a) for a, _ in CANNOT_APPLY])
+def test_an_option_that_cannot_apply_is_refused(args: list[str], flag: str, tmp_path: Path, nothing_runs: None,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """An option that would be ignored is refused (argparse's error path: one line naming it, exit status 2) before
+    any work, never dropped while the run passes over what it did not check."""
+    rc, out, err = run([_dump(tmp_path) if a == "DUMP" else a for a in args], capsys)
+    assert_refused(rc, err, flag, f"see pp3 {args[0]} --help")
+    assert err.split(": ")[1].startswith(flag) and out == ""
+
+
+@needs_kernels
+@pytest.mark.skipif(CUDA, reason="a GPU runs 10^6 bulk rows by default: the bulk options apply")
+@pytest.mark.parametrize("flag", [["--bulk-seed", "3"], ["--bulk-vocab", "64"], ["--bulk-greedy"]], ids=str)
+def test_bulk_options_without_bulk_rows_are_refused(flag: list[str], nothing_runs: None,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(["verify", *flag], capsys)
+    assert_refused(rc, err, flag[0], "without a GPU")
+
+
+@needs_kernels
+@pytest.mark.interpreter
+def test_a_selector_part_whose_bulk_rows_checked_nothing_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The bulk rows were asked for and checked 0 rows (a bulk run that checks nothing): the selector part fails,
+    though its suite checked a row and found no mismatch. Its verdict is computed from each check's rows."""
+    from pp3.audit import parity
+    from pp3.testing.call import make_case
+
+    monkeypatch.setattr(parity, "suites", lambda size: iter([("edges", make_case("fp32", [[1.0, 2.0, 3.0]]))]))
+    monkeypatch.setattr(parity, "bulk", lambda *args, **kw: 0)
+    args = ["verify", "--quick", "--parts", "selector", "--selectors", "propose", "--bulk-rows", "4", "--out",
+            str(tmp_path)]
+    rc, out, _ = run([*args, "--json"], capsys)
+    doc = document(out)
+    assert rc == 1 and doc["verdict"] == "FAIL" and doc["selector"]["verdict"] == "FAIL", doc["selector"]
+    assert doc["selector"]["checked_rows"] == {"propose": 1, "bulk": 0} and doc["selector"]["mismatches"] == 0
+    rc, out, _ = run(args, capsys)
+    assert rc == 1 and "verify: FAIL (selector FAIL (1 rows; 0 rows: bulk)" in out, out
+
+
+@needs_kernels
+def test_a_conformance_file_the_kernels_skip_fails_the_part(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A conformance file that the installed kernels do not export is skipped on them (0 rows): pp3 conformance
+    reports it, and pp3 verify's conformance part, asked to check the kernels, fails."""
+    from pp3.audit import conformance
+
+    def check(kernels: bool) -> tuple[int, int]:
+        if kernels:
+            raise conformance.NotExported("pp3.kernels exports no expf")
+        return 4, 0
+
+    monkeypatch.setattr(conformance, "FILES", {"expf.wc": check})
+    rc, out, _ = run(["verify", "--parts", "conformance", "--json"], capsys)
+    doc = document(out)
+    assert rc == 1 and doc["verdict"] == "FAIL", doc["conformance"]
+    assert doc["conformance"]["checked_rows"] == {"expf.wc (reference)": 4, "expf.wc (kernels)": 0}
+
+
 @needs_kernels
 def test_verify_full_in_the_interpreter_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     if CUDA:
@@ -445,6 +547,6 @@ def test_verify_fails_on_a_failing_conformance_file(monkeypatch: pytest.MonkeyPa
     from pp3.audit import conformance
 
     monkeypatch.setattr(conformance, "FILES", {"expf.wc": lambda kernels: (4, 1 if kernels else 0)})
-    rc, out, _ = run(["verify", "--quick", "--parts", "conformance", "--json"], capsys)
+    rc, out, _ = run(["verify", "--parts", "conformance", "--json"], capsys)
     doc = document(out)
     assert rc == 1 and doc["verdict"] == "FAIL" and doc["conformance"]["verdict"] == "FAIL"

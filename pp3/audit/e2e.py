@@ -44,6 +44,7 @@ Progress = Callable[[int, int], None]  # (rows done, rows total)
 DEPTH = 5
 ALPHA = 0.01
 TEMPERATURES = (0.0, 0.5, 1.0, 2.0)
+MUTANT_TEMPERATURES = (0.5, 1.0, 2.0)  # the planted bugs' cases (sampled drafting)
 PREFIX = 3  # tokens per sequence whose joint law is tested
 
 
@@ -416,7 +417,7 @@ def run_audit(
     temperatures: Sequence[float] = TEMPERATURES,
     modes: Sequence[Mode] = MODES,
     mutants: Sequence[str] = tuple(MUTANTS),
-    mutant_temperatures: Sequence[float] = (0.5, 1.0, 2.0),
+    mutant_temperatures: Sequence[float] = MUTANT_TEMPERATURES,
     mutant_n: int | None = None,
     alpha: float = ALPHA,
     seed: int = 0,
