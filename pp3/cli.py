@@ -147,16 +147,16 @@ def _open_interval(lo: float, hi: float) -> Callable[[str], float]:
     return parse
 
 
-def _replay_file(text: str) -> str:
-    """An argparse type: a file that ``pp3 verify`` wrote for ``--replay``."""
-    from pp3.audit.parity import replay_kind
+def _replay_file(text: str) -> Any:
+    """An argparse type: a failing case that ``pp3 verify`` wrote, loaded for ``--replay`` (``parity.Replay``)."""
+    from pp3.audit.parity import load_replay
+    from pp3.testing.call import DamagedRecord
 
-    if not os.path.isfile(text):
-        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
-    if replay_kind(text) is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a failing case written by pp3 verify (selector_first.npz or verifier_first.npz)")
-    return text
+    try:
+        return load_replay(text)
+    except DamagedRecord as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a failing case written by pp3 verify (selector_first.npz or "
+                                         f"verifier_first.npz): {e}") from None
 
 
 def _writable_file(flag: str, path: str | None) -> None:
@@ -354,6 +354,7 @@ def cmd_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     import torch
 
     from pp3.audit import parity
+    from pp3.testing.call import DamagedRecord
 
     device = torch.device("cuda" if _cuda() else "cpu")
     if args.replay is not None:
@@ -364,7 +365,10 @@ def cmd_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
                              "of its file")
         # The interpreter evaluates uint64 Philox and key arithmetic in NumPy, which warns on intended wrap-around.
         warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
-        return parity.replay(args.replay, device, args.json)
+        try:
+            return parity.replay(args.replay, device, args.json)
+        except DamagedRecord as e:
+            parser.error(f"--replay: {args.replay.path!r}: {e}")
 
     plan = _verify_plan(parser, args, device.type == "cuda")
     _writable_folder("--out", plan.out)

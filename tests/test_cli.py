@@ -550,3 +550,72 @@ def test_verify_fails_on_a_failing_conformance_file(monkeypatch: pytest.MonkeyPa
     rc, out, _ = run(["verify", "--parts", "conformance", "--json"], capsys)
     doc = document(out)
     assert rc == 1 and doc["verdict"] == "FAIL" and doc["conformance"]["verdict"] == "FAIL"
+
+
+def _written_cases(tmp_path: Path) -> dict[str, Path]:
+    """A selector and a verifier case as pp3 verify writes them (both outputs the reference's)."""
+    from pp3.audit import parity
+    from pp3.testing.call import AcceptCall, make_case
+    from pp3.testing.drafts import random_case
+
+    sel = make_case("fp32", [[1.0, 2.0, 3.0]])
+    acc = AcceptCall.of(**random_case(np.random.default_rng(1), 2, 1, 8, 1.0))
+    return {"selector": parity.dump_failure(tmp_path / "s", sel, sel.run_reference(), sel.run_reference()),
+            "verifier": parity.dump_accept_failure(tmp_path / "v", acc, acc.run_reference(), acc.run_reference())}
+
+
+def _rewritten(path: Path, to: Path, **changes: Any) -> Path:
+    """The file at ``path`` with some members replaced (None: removed), written to ``to``."""
+    with np.load(path) as z:
+        members = {k: z[k] for k in z.files}
+    for k, v in changes.items():
+        if v is None:
+            members.pop(k)
+        else:
+            members[k] = v
+    np.savez(to, **members)
+    return to
+
+
+DAMAGED: list[tuple[str, Callable[[dict[str, Path], Path], Path], str]] = [
+    ("a zip header and junk (the issue's)", lambda c, d: _write(d / "bad.npz", b"PK\003\004junk"), "BadZipFile"),
+    ("a case cut in half", lambda c, d: _write(d / "cut.npz", c["verifier"].read_bytes()[:300]), "not a .npz"),
+    ("an unknown fmt (the issue's KeyError)", lambda c, d: _rewritten(c["selector"], d / "fmt.npz", fmt="fp8"),
+     "fmt: 'fp8'"),
+    ("an unknown kernel", lambda c, d: _rewritten(c["selector"], d / "k.npz", kernel="sampler"), "kernel: 'sampler'"),
+    ("a member missing", lambda c, d: _rewritten(c["verifier"], d / "m.npz", draft_ids=None), "no member 'draft_ids'"),
+    ("bits of the wrong dtype", lambda c, d: _rewritten(c["selector"], d / "b.npz", bits=np.zeros((1, 3), np.int64)),
+     "bits: expected uint32"),
+    ("keys of the wrong length", lambda c, d: _rewritten(c["verifier"], d / "s.npz", seed=np.zeros(3, np.uint64)),
+     "seed: expected uint64 of shape (2,)"),
+    ("a pickled member", lambda c, d: _rewritten(c["selector"], d / "p.npz", name=np.array([{}], dtype=object)),
+     "not a .npz"),
+    ("a bad tile", lambda c, d: _rewritten(c["selector"], d / "t.npz", tile=np.int64(48)), "tile: expected -1 or"),
+]
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(("what", "make", "needle"), DAMAGED, ids=[d[0] for d in DAMAGED])
+def test_a_damaged_or_foreign_replay_file_is_refused(what: str, make: Callable[[dict[str, Path], Path], Path],
+                                                     needle: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """pp3 verify --replay on a file that is not a case it wrote, or a damaged one: one line saying what is wrong,
+    exit status 2, no traceback, before any kernel runs."""
+    bad = make(_written_cases(tmp_path), tmp_path)
+    rc, out, err = run(["verify", "--replay", str(bad)], capsys)
+    assert_refused(rc, err, "--replay", "not a failing case", needle)
+    assert out == ""
+
+
+@needs_kernels
+def test_a_replay_the_reference_refuses_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A well-formed case whose call the reference refuses (tau 0: SPEC.md §2) is no case pp3 verify wrote: refused
+    in one line, before the kernel runs."""
+    bad = _rewritten(_written_cases(tmp_path)["selector"], tmp_path / "tau.npz", tau=np.float32(0.0))
+    rc, out, err = run(["verify", "--replay", str(bad)], capsys)
+    assert_refused(rc, err, "--replay", "the reference refuses the recorded call", "tau")
+    assert out == ""

@@ -41,7 +41,18 @@ import numpy as np
 from pp3.audit._pipeline import pipeline, read_rows
 from pp3.audit.suites import accept_suites, hashed_rows, hashed_rows_torch, suites
 from pp3.reference import DEFAULT_TAU, Proposal, Verdict
-from pp3.testing.call import FORMATS, AcceptCall, Call
+from pp3.testing.call import (
+    FORMATS,
+    AcceptCall,
+    Call,
+    DamagedRecord,
+    Members,
+    member,
+    read_accept_call,
+    read_call,
+    read_record,
+    recorded_reference,
+)
 from pp3.testing.compare import row_mismatch, rows_per_field
 from pp3.testing.stamp import environment
 
@@ -53,7 +64,6 @@ PARTS = ("selector", "verifier", "conformance")
 # The selector part's suites, one per kernel a call runs through (``Call.kernel``), in the order they run.
 SELECTOR_KERNELS = ("propose", "gather", "tiles", "greedy", "rescan")
 SIZES = ("quick", "standard", "full")
-DRAFT_FIELDS = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
 
 
 def progress(line: str) -> None:
@@ -145,56 +155,36 @@ class Failures:
             self.first = dump_accept_failure(self.out, call, ref, got)
 
 
-REPLAY_KEYS = {
-    "selector": ("name", "fmt", "bits", "temperature", "seed", "round", "position", "tau", "tile", "cuts"),
-    "verifier": ("name", "fmt", "bits", "temperature", *DRAFT_FIELDS, "seed", "round", "position", "tile"),
-}
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """A failing case for ``--replay``: its file, its kernel ("selector" or "verifier") and its call."""
+
+    path: str
+    kernel: str
+    call: Call | AcceptCall
 
 
-def replay_kind(path: str) -> str | None:
-    """The kernel of a file ``--replay`` can run ("selector" or "verifier"), or None if it is not one."""
-    try:
-        with np.load(path) as z:
-            kind = str(z["kernel"]) if "kernel" in z.files else "selector"
-            return kind if kind in REPLAY_KEYS and set(REPLAY_KEYS[kind]) <= set(z.files) else None
-    except (OSError, ValueError, KeyError, EOFError):
-        return None
+def load_replay(path: str) -> Replay:
+    """The case of a file that ``dump_failure`` / ``dump_accept_failure`` wrote. Any other file, or a damaged one,
+    raises ``DamagedRecord`` saying what is wrong (files without a ``kernel`` member are the selector's)."""
+
+    def read(z: Members) -> Replay:
+        kernel = str(member(z, "kernel", str, ())) if "kernel" in z else "selector"
+        if kernel == "selector":
+            return Replay(path, kernel, read_call(z))
+        if kernel == "verifier":
+            return Replay(path, kernel, read_accept_call(z))
+        raise DamagedRecord(f"kernel: {kernel!r} is neither 'selector' nor 'verifier'")
+
+    return read_record(path, read)
 
 
-def load_case(path: str) -> Call:
-    z = np.load(path)
-    tile = int(z["tile"])
-    seed, rnd, pos = (tuple(int(v) for v in z[k]) for k in ("seed", "round", "position"))
-    return Call(
-        FORMATS[str(z["fmt"])],
-        z["bits"],
-        z["temperature"],
-        seed,
-        rnd,
-        pos,
-        float(z["tau"]),
-        None if tile < 0 else tile,
-        True,
-        tuple(int(c) for c in z["cuts"]),
-        name=str(z["name"]),
-        kernel=str(z["selector_kernel"]) if "selector_kernel" in z.files else "propose",
-    )
-
-
-def load_accept_case(path: str) -> AcceptCall:
-    z = np.load(path)
-    tile = int(z["tile"])
-    keys = ("temperature", *DRAFT_FIELDS, "seed", "round", "position")
-    return AcceptCall(FORMATS[str(z["fmt"])], z["bits"], **{k: z[k] for k in keys}, tile=None if tile < 0 else tile,
-                      name=str(z["name"]))
-
-
-def replay(path: str, device: Any, as_json: bool = False) -> int:
+def replay(case: Replay, device: Any, as_json: bool = False) -> int:
     """Re-run a dumped call on the kernel and the reference (both outputs printed, or one JSON document): exit
-    status 1 if they differ."""
-    kind = replay_kind(path)
-    call: Call | AcceptCall = load_accept_case(path) if kind == "verifier" else load_case(path)
-    ref, got = call.run_reference(), call.run_kernel(device)
+    status 1 if they differ. A call the reference refuses raises ``DamagedRecord`` (no dump holds one)."""
+    path, kind, call = case.path, case.kernel, case.call
+    ref = recorded_reference(call)
+    got = call.run_kernel(device)
     mism = rows_per_field(got, ref)
     verdict = "FAIL" if any(mism.values()) else "PASS"
     if as_json:
