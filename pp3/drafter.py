@@ -218,7 +218,10 @@ def _checked_tile(tile: Any, vocab: int) -> int:
 
 class TPDrafter:
     """A fixed-depth drafting loop around a ``DraftModel`` or a ``StatefulDraftModel`` (whole or vocabulary-sharded
-    logits). ``model`` is kept as given; a model with a ``step`` attribute is stateful, any other is token-only."""
+    logits). ``model`` is kept as given; a model with a ``step`` attribute is stateful, any other is token-only.
+    ``tile`` (None: automatic) is the kernels' tile where they have one: the greedy selector's, and on sharded logits
+    the tile selector's that sampled drafting runs; sampled drafting on one [B, V] tensor runs the segment selector,
+    which has none (the reference backend has none either; the tile is checked on every backend alike)."""
 
     def __init__(
         self,

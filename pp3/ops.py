@@ -13,7 +13,8 @@ makes no host-to-device copy; the launchers read no device memory on the host, s
 
 Operators (``Tensor`` outputs in the order of the ``Proposal`` / ``Candidates`` / ``Verdict`` fields):
 
-* ``pp3::propose(logits, target_temperature, seed, round, position, tau, tile) -> (status, token, ids, tickets)``
+* ``pp3::propose(logits, target_temperature, seed, round, position, tau) -> (status, token, ids, tickets)`` (the
+  default selector, the segment selector, which has no tile)
 * ``pp3::propose_out(..., status!, token!, ids!, tickets!)``: the same into caller-owned buffers
 * ``pp3::greedy(logits, tile) -> (status, token, ids, tickets)`` and ``pp3::greedy_out(logits, status!, token!,
   ids!, tickets!, tile)``: the greedy selector, for calls whose every row is greedy
@@ -58,15 +59,14 @@ def propose(
     round: Tensor,
     position: Tensor,
     tau: float = DEFAULT_TAU,
-    tile: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _fields(select.propose(logits, target_temperature, seed, round, position, tau, tile=tile))
+    return _fields(select.propose(logits, target_temperature, seed, round, position, tau))
 
 
 @propose.register_fake
 def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor,
-      tau: float = DEFAULT_TAU, tile: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    args = select.propose_args([logits], target_temperature, seed, round, position, tau, tile, DEFAULT_LAUNCH, None,
+      tau: float = DEFAULT_TAU) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    args = select.propose_args([logits], target_temperature, seed, round, position, tau, None, DEFAULT_LAUNCH, None,
                                "logits")
     return _fields(args[-1])
 
@@ -83,16 +83,14 @@ def propose_out(
     ids: Tensor,
     tickets: Tensor,
     tau: float = DEFAULT_TAU,
-    tile: int | None = None,
 ) -> None:
-    select.propose(logits, target_temperature, seed, round, position, tau, tile=tile,
-                   out=_out(status, token, ids, tickets))
+    select.propose(logits, target_temperature, seed, round, position, tau, out=_out(status, token, ids, tickets))
 
 
 @propose_out.register_fake
 def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor, status: Tensor,
-      token: Tensor, ids: Tensor, tickets: Tensor, tau: float = DEFAULT_TAU, tile: int | None = None) -> None:
-    select.propose_args([logits], target_temperature, seed, round, position, tau, tile, DEFAULT_LAUNCH,
+      token: Tensor, ids: Tensor, tickets: Tensor, tau: float = DEFAULT_TAU) -> None:
+    select.propose_args([logits], target_temperature, seed, round, position, tau, None, DEFAULT_LAUNCH,
                         _out(status, token, ids, tickets), "logits")
 
 

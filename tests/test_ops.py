@@ -63,7 +63,6 @@ def test_selector_ops_equal_the_launchers() -> None:
     p = propose(x, *keys)
     want = (p.status, p.token, p.ids, p.tickets)
     _same(OPS.propose(x, *keys), want)
-    _same(OPS.propose(x, *keys, 0.7, 1024), want)  # tile 1024: the same bits (§9)
     kf = OPS.tile_candidates(x, 0, None)
     c = tile_candidates(x)
     _same(kf, (c.keys, c.flags))

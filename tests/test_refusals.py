@@ -401,3 +401,27 @@ def test_sharded_calls_refuse_a_tensor_for_shards(call: Callable[[Any], Any], no
     the empty-list check took, is ambiguous)."""
     with pytest.raises(TypeError, match=r"^shards: expected a sequence"):
         call(_logits())
+
+
+def test_propose_refuses_a_tile_its_selector_would_not_use(no_launch: None) -> None:
+    """``tile`` is the tile selector's: propose on one tensor runs the segment selector unless told otherwise, and
+    refuses a tile it would not use (it used to ignore it) rather than switching selectors behind the caller's back."""
+    from pp3.kernels import LaunchConfig
+
+    for launch in (LaunchConfig(), LaunchConfig(selector="segments")):
+        with pytest.raises(ValueError, match=r"^tile: propose on one tensor runs the segment selector"):
+            select.propose(_logits(), *_keys(), tile=64, launch=launch)
+    with pytest.raises(ValueError, match=r"^tile: propose_sharded on one tensor"):
+        select.propose_sharded([_logits()], *_keys(), tile=64)
+
+
+def test_propose_uses_a_tile_where_its_selector_has_one() -> None:
+    """A tile with the tile selector, or over shards, is used (the same bits as the default: SPEC.md §9)."""
+    from pp3.kernels import LaunchConfig
+
+    x, keys = _logits(), _keys()
+    want = select.propose(x, *keys)
+    for got in (select.propose(x, *keys, tile=32, launch=LaunchConfig(selector="tiles")),
+                select.propose_sharded([x[:, :50], x[:, 50:]], *keys, tile=32)):
+        for f in ("status", "token", "ids", "tickets"):
+            assert torch.equal(getattr(got, f), getattr(want, f)), f

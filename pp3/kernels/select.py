@@ -41,7 +41,9 @@ def propose(
 ) -> Proposal:
     """The Triton selector: same arguments and results as ``pp3.reference.propose``, on torch tensors. ``out``:
     caller-owned output buffers (a ``Proposal`` of contiguous tensors that share no memory with each other or with an
-    input) that the kernels write in place."""
+    input) that the kernels write in place. ``tile``: the tile selector's tile, so only with
+    ``launch=LaunchConfig(selector="tiles")``: the segment selector, which ``propose`` runs otherwise, has none (its
+    size is ``LaunchConfig.segment``), and a tile it would not use is refused (``ValueError``) rather than ignored."""
     return launchers.propose(
         *propose_args([logits], target_temperature, seed, round, position, tau, tile, launch, out, "logits")
     )
@@ -88,13 +90,21 @@ def propose_args(
     name: str,
 ) -> tuple[list[torch.Tensor], int, RowKeys, float, LaunchConfig, Proposal]:
     """The arguments of ``propose`` (``[logits]``, ``name`` "logits") or ``propose_sharded`` (the shards, "shards"),
-    checked, as ``launchers.propose`` takes them. The custom operators' fake implementations check through it too."""
+    checked, as ``launchers.propose`` takes them. The custom operators' fake implementations check through it too.
+    A tile is refused where ``launchers.propose`` runs the segment selector (one shard, ``launch.selector`` not
+    "tiles"), which has none."""
+    cfg = checks.launch_config(launch)
     checked, t = checks.shards(xs, tile, name)
+    if tile is not None and len(checked) == 1 and cfg.selector != "tiles":
+        call = "propose" if name == "logits" else "propose_sharded"
+        raise ValueError(f"tile: {call} on one tensor runs the segment selector (LaunchConfig.selector "
+                         f"{cfg.selector!r}), which has no tile; pass launch=LaunchConfig(selector='tiles') to run the "
+                         "tile selector with this tile (LaunchConfig.segment sizes the segment selector)")
     b, dev = checked[0].shape[0], checked[0].device
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
     reads = checks.tensors([*_named(name, xs), *_keys(target_temperature, seed, round, position)])
     dest = checks.proposal_out(out, b, dev, reads)
-    return checked, t, keys, checks.tau(tau), checks.launch_config(launch), dest
+    return checked, t, keys, checks.tau(tau), cfg, dest
 
 
 def greedy(

@@ -266,7 +266,8 @@ class Call:
             launch = kernels.LaunchConfig(selector="tiles") if self.kernel == "tiles" else (
                 kernels.LaunchConfig(selector="segments", segment=self.tile,  # the call's tile: the segment
                                      segment_gather=self.kernel == "gather"))
-            out = to_numpy(kernels.propose(x, *args, tile=self.tile, launch=launch))
+            tile = self.tile if self.kernel == "tiles" else None  # the segment selector's size is the launch's
+            out = to_numpy(kernels.propose(x, *args, tile=tile, launch=launch))
             return out
         parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
                  for a, c in itertools.pairwise(edges)]
