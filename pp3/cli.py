@@ -418,7 +418,9 @@ def add_audit(sub: Any) -> None:
         "count against their exact laws (Holm over each family), and every planted bug caught. Needs "
         "DSPARK_SAMPLED_TOP32=1.",
     )
-    ap.add_argument("--n", type=_int_in(1, 10**9), default=100_000, help="sequences per case, 1 .. 10^9")
+    ap.add_argument("--n", type=_int_in(1, 10**9), default=100_000,
+                    help="sequences per case, 1 .. 10^9; a run too small for every test to be able to reject (a "
+                    "test of one group, df 0) is refused")
     ap.add_argument("--mutant-n", type=_int_in(1, 10**9), default=None,
                     help="sequences per planted-bug case, 1 .. 10^9 (default: --n)")
     ap.add_argument("--temperatures", type=_fp32(zero=True), nargs="+", default=[0.0, 0.5, 1.0, 2.0], metavar="T",
@@ -490,8 +492,19 @@ def cmd_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _writable_file("--plot", args.plot)
     _writable_file("--markdown", args.markdown)
     from pp3.audit import e2e
+    from pp3.speculate import MODES
 
     setup = e2e.make_setup(vocab=args.vocab, device=args.device)
+    # A run so small that some test has one group (df 0, p = 1 whatever it sees) has no power: refused, not passed.
+    sizes = [("--n", args.n, args.temperatures, MODES)]
+    if not args.no_mutants:
+        flag = "--mutant-n" if args.mutant_n is not None else "--n"
+        sizes.append((flag, args.mutant_n or args.n, args.mutant_temperatures or e2e.MUTANT_TEMPERATURES, ("sampled",)))
+    for flag, n, temps, modes in sizes:
+        least = e2e.least_n(setup, temps, modes)
+        if n < least:
+            parser.error(f"{flag} {n}: too few sequences per case for every chi-square test to be able to reject (a "
+                         f"test of one group has df 0 and p = 1 whatever it sees); give {flag} {least} or more")
     bar = ProgressBar(not args.quiet)
     t0 = time.perf_counter()
     audit = e2e.run_audit(
@@ -515,7 +528,8 @@ def cmd_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     )
     if audit.mutants:
         text += f"\n{audit.mutant_table()}\n"
-    text += f"\naudit-e2e: {'PASS' if audit.passed else 'FAIL'} ({seconds:.0f}s)\n"
+    power = "" if audit.mutants else "; no planted bug run: the power to catch one is not shown"
+    text += f"\naudit-e2e: {'PASS' if audit.passed else 'FAIL'} ({seconds:.0f}s{power})\n"
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)

@@ -287,6 +287,31 @@ def test_an_option_that_cannot_apply_is_refused(args: list[str], flag: str, tmp_
     assert err.split(": ")[1].startswith(flag) and out == ""
 
 
+@pytest.mark.parametrize(
+    ("args", "refused"),
+    [(["--n", "1", "--no-mutants"], "--n 1"), (["--n", "5"], "--n 5"), (["--n", "1000", "--mutant-n", "2"],
+                                                                        "--mutant-n 2")],
+    ids=["n-1-no-mutants (the issue's)", "n-5", "mutant-n-2"],
+)
+def test_an_audit_too_small_to_reject_anything_is_refused(args: list[str], refused: str, nothing_runs: None,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A run so small that some chi-square test has one group (df 0: p = 1 whatever it sees) has no power: refused
+    before it runs, not a PASS."""
+    rc, out, err = run(["audit-e2e", *args], capsys)
+    assert_refused(rc, err, refused, "give")
+    assert out == ""
+
+
+def test_an_audit_without_planted_bugs_says_its_power_is_not_shown(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from pp3.audit import e2e
+
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    n = e2e.least_n(e2e.make_setup(), [1.0], ("sampled", "greedy"))
+    rc, out, _ = run(["audit-e2e", "--n", str(n), "--temperatures", "1.0", "--no-mutants", "--quiet"], capsys)
+    assert rc == 0 and "audit-e2e: PASS (" in out and "no planted bug run: the power to catch one is not shown" in out
+
+
 @needs_kernels
 @pytest.mark.skipif(CUDA, reason="a GPU runs 10^6 bulk rows by default: the bulk options apply")
 @pytest.mark.parametrize("flag", [["--bulk-seed", "3"], ["--bulk-vocab", "64"], ["--bulk-greedy"]], ids=str)
