@@ -372,7 +372,7 @@ def cmd_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
     plan = _verify_plan(parser, args, device.type == "cuda")
     _writable_folder("--out", plan.out)
-    return int(parity.run(plan, device))
+    return parity.run(plan, device)
 
 
 # ---------------------------------------------------------------------------------------------- conformance

@@ -225,9 +225,6 @@ class Table:
     def mismatches(self) -> int:
         return sum(r[f] for r in self.rows.values() for f in self.fields)
 
-    def checked_rows(self) -> int:
-        return sum(r["rows"] for r in self.rows.values())
-
     def render(self) -> str:
         head = f"{'suite':<14}{'cases':>7}{'rows':>10}" + "".join(f"{f:>10}" for f in self.fields) + f"{'time':>9}"
         lines = [head, "-" * len(head)]
