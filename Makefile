@@ -291,7 +291,7 @@ verify-gpu:
 # BULK_ROWS random rows at V = 163840 with --bulk-seed BULK_SEED (the process pool's shutdown warnings dropped).
 bulk-gpu:
 	$(gpu_step)
-	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3 verify --full --bulk-only --bulk-rows $(BULK_ROWS) \
+	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3 verify --bulk-only --bulk-rows $(BULK_ROWS) \
 	  --bulk-seed $(BULK_SEED) 2>&1 | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
 	  | tee $(OUT)/bulk_$(BULK_SEED)$(if $(filter 0,$(PP3_PDL)),_nopdl).log | tail -4
 

@@ -68,7 +68,7 @@ def test_c_gathers_from_16_rows_at_8_warps() -> None:
     assert segment_warps(False) == (4, 1, 4) and segment_warps(True) == (4, 1, 8)
     assert segment_gathers(1, GATHER) and not segment_gathers(64, FILTER)
     assert segment_warps(True, LaunchConfig(segment_warps=(2, 2, 2))) == (2, 2, 2)
-    with pytest.raises(ValueError, match="segment_gather"):
+    with pytest.raises(TypeError, match="segment_gather"):
         LaunchConfig(segment_gather=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="segment_warps"):
         LaunchConfig(segment_warps=(4, 8))  # type: ignore[arg-type]

@@ -65,15 +65,17 @@ def verify_args(
     d = d1 - 1
     dev = x.device
     t = checks.verify_tile(tile, v, b * d1)
-    drafts = [
-        ("draft_tokens", checks.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)),
-        ("draft_status", checks.tensor("draft_status", draft_status, torch.int8, (b, d), dev)),
-        ("draft_ids", checks.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)),
-        ("draft_tickets", checks.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)),
-    ]
+    tok = checks.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)
+    dst = checks.tensor("draft_status", draft_status, torch.int8, (b, d), dev)
+    ids = checks.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)
+    tix = checks.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = checks.verdict_out(out, b, d1, dev, [("target_logits", x), *drafts, *keys.named()])
-    tok, dst, ids, tix = (a for _, a in drafts)
+    reads = checks.tensors([
+        ("target_logits", target_logits), ("draft_tokens", draft_tokens), ("draft_status", draft_status),
+        ("draft_ids", draft_ids), ("draft_tickets", draft_tickets), ("target_temperature", target_temperature),
+        ("seed", seed), ("round", round), ("position", position),
+    ])
+    dest = checks.verdict_out(out, b, d1, dev, reads)
     return x, t, tok, dst, ids, tix, keys, remainder_bound(v), screen_margin(), count_margin(), dest
 
 

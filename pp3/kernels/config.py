@@ -45,6 +45,9 @@ SCAN_CAP = 128
 EXACT: dict[str, Any] = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 
 
+_WARPS = (1, 2, 4, 8, 16, 32)  # warps per program that a LaunchConfig may name
+
+
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """How the selector's two launches run (never what they compute).
@@ -72,21 +75,29 @@ class LaunchConfig:
     greedy: str = "auto"
 
     def __post_init__(self) -> None:
+        """Every field checked when the configuration is made (a launch trusts it): ``TypeError`` for a wrong type
+        (``pdl=0`` is not ``False``: ``use_pdl`` tells the three settings apart by identity), ``ValueError`` for a
+        wrong value, each naming the field."""
         for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 3)):
-            if w is None:  # segment_warps: the defaults of the path taken
+            if w is None and name == "segment_warps":  # the defaults of the path taken
                 continue
-            if len(w) != n or any(isinstance(c, bool) or c not in (1, 2, 4, 8, 16, 32) for c in w):
-                raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
-        if self.segment_gather is not None and not isinstance(self.segment_gather, bool):
-            raise ValueError(f"segment_gather: expected None, True or False, got {self.segment_gather!r}")
-        if self.pdl not in (None, True, False):
-            raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
-        if self.selector not in ("auto", "segments", "tiles"):
-            raise ValueError(f"selector: expected 'auto', 'segments' or 'tiles', got {self.selector!r}")
-        if self.greedy not in ("auto", "keys", "rescan"):
-            raise ValueError(f"greedy: expected 'auto', 'keys' or 'rescan', got {self.greedy!r}")
+            if not isinstance(w, tuple) or not all(type(c) is int for c in w):
+                raise TypeError(f"{name}: expected a tuple of {n} ints, got {w!r}")
+            if len(w) != n or any(c not in _WARPS for c in w):
+                raise ValueError(f"{name}: expected {n} of {', '.join(map(str, _WARPS))}, got {w!r}")
+        for name, flag in (("pdl", self.pdl), ("segment_gather", self.segment_gather)):
+            if flag is not None and not isinstance(flag, bool):
+                raise TypeError(f"{name}: expected None, True or False, got {flag!r}")
+        for name, text, allowed in (("selector", self.selector, ("auto", "segments", "tiles")),
+                                    ("greedy", self.greedy, ("auto", "keys", "rescan"))):
+            if not isinstance(text, str):
+                raise TypeError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {text!r}")
+            if text not in allowed:
+                raise ValueError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {text!r}")
         s = self.segment
-        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 32 or s > 1 << 16 or s & (s - 1)):
+        if s is not None and type(s) is not int:
+            raise TypeError(f"segment: expected None or an int, got {s!r}")
+        if s is not None and (s < 32 or s > 1 << 16 or s & (s - 1)):
             raise ValueError(f"segment: expected None or a power of two in 32 .. 65536, got {s!r}")
 
 
