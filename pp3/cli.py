@@ -18,9 +18,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
+
+from pp3.audit._parser import Parser
 
 DIST = "pp3-exact"  # the distribution's name (the import package is pp3)
 SCHEMA_VERSION = 1
@@ -43,17 +45,6 @@ stats and bench are repository tools: run "make stats" or "make bench" in a chec
 
 class Refusal(Exception):
     """A run that cannot start: its message is printed as one line on stderr, and the exit status is 2."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: "PROG: MESSAGE (see PROG --help)" on stderr, exit status 2. ``commands``: the
-    subcommands' parsers by name (``pp3``'s own parser)."""
-
-    commands: dict[str, argparse.ArgumentParser]
-
-    def error(self, message: str) -> NoReturn:
-        line = " ".join(message.split())
-        self.exit(2, f"{self.prog}: {line} (see {self.prog} --help)\n")
 
 
 class HelpFormatter(argparse.HelpFormatter):
