@@ -100,15 +100,32 @@ def tiles_fit(n_tiles: int, what: str) -> None:
         )
 
 
-def _exact(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device, of: str) -> None:
+def dense(name: str, t: Any, dtypes: tuple[torch.dtype, ...] | None = None) -> torch.Tensor:
+    """``t`` as a dense (strided) tensor, of one of ``dtypes`` when given (TypeError naming ``name`` otherwise)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        raise TypeError(f"{name}: expected {dtype}, got {t.dtype}")
+    if dtypes is not None and t.dtype not in dtypes:
+        raise TypeError(f"{name}: expected {' or '.join(str(d) for d in dtypes)}, got {t.dtype}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {t.layout}")
+    return t
+
+
+def shaped(name: str, t: torch.Tensor, shape: tuple[int, ...], dims: str = "") -> None:
+    """``t`` has exactly ``shape`` (``dims`` names its dimensions in the message)."""
     if tuple(t.shape) != shape:
-        raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
+        raise ValueError(f"{name}: expected shape {dims + ' = ' if dims else ''}{shape}, got {tuple(t.shape)}")
+
+
+def on(name: str, t: torch.Tensor, device: torch.device, of: str) -> None:
+    """``t`` is on ``device``, where ``of`` ("the logits are", "ids is") already is."""
     if t.device != device:
-        raise ValueError(f"{name}: on {t.device}, but the {of} are on {device}")
+        raise ValueError(f"{name}: on {t.device}, but {of} on {device}")
+
+
+def _exact(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device, of: str) -> None:
+    shaped(name, dense(name, t, (dtype,)), shape)
+    on(name, t, device, f"the {of} are")
 
 
 def tensor(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
