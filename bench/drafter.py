@@ -218,8 +218,8 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int], variants:
 
 
 def _copies(x: torch.Tensor, rotate_mb: float) -> int:
-    """How many copies of ``x`` make at least ``rotate_mb`` MB between two reads of one (1 to 16)."""
-    return max(1, min(16, -(-int(rotate_mb * 2**20) // (x.numel() * x.element_size()))))
+    """How many copies of ``x`` make at least ``rotate_mb`` MB between two reads of one (1 to 64)."""
+    return max(1, min(64, -(-int(rotate_mb * 2**20) // (x.numel() * x.element_size()))))
 
 
 def markdown(rows: list[dict[str, Any]], names: list[str]) -> str:
