@@ -30,7 +30,7 @@ under SCREEN_REL = 2^-16.
 y = fl32(z LOG2E), EX2 the hardware's base-2 exponential ``ex2.approx.f32`` (MUFU.EX2: one multiplication and one
 special-function instruction per entry instead of fourteen operations; no clamp: ex2 of -inf is +0, and its
 subnormal results, below the floor, are kept). Its error, from the instruction's documented worst case: the PTX ISA
-(section "Floating Point Instructions: ex2", the same text from PTX ISA 7 to 9.x) says "The maximum ulp error is 2
+(section 9.7.3.21, "Floating Point Instructions: ex2", of the current manual) says "The maximum ulp error is 2
 ulp from correctly rounded result across the full range of inputs" (``EX2_ULPS``), subnormals supported without
 ``.ftz``. For y >= -126 (a normal 2^y; every z >= -86 gives y >= fl32(-86 LOG2E) = -124.07) the correctly rounded
 c is within u 2^y of 2^y and ulp(c) <= 2^-23 c, so |EX2(y) - 2^y| <= (2^-24 + 2 2^-23 (1 + 2^-24)) 2^y = eta 2^y,
