@@ -169,7 +169,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
+.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu verifier-next-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
 
 GPU_PY ?= python3
 OUT ?= results
@@ -235,7 +235,7 @@ GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu screen-gpu stats-gpu flashinf
   bench-drafter audit-e2e-gpu
 
 GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu \
-  verifier-evidence-gpu bench-gpu bench-vocab \
+  verifier-evidence-gpu verifier-next-gpu bench-gpu bench-vocab \
   bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-steps
 # TRITON_KIT=<a kit from make triton-kit>: that Triton, unpacked once into .gpucache/kits/, first on the path of every
 # GPU step, with the machine's CUDA tools in place of the ones the kit leaves out; the stamps name the Triton that ran.
@@ -322,7 +322,8 @@ expf-gpu:
 	$(gpu_step)
 	timeout $(EXPF_TIMEOUT) $(GPU_PY) stats/audit_exp.py --device cuda 2>&1 | tee $(OUT)/expf_audit.log | tail -4
 
-# The verifier's screening exponential on every input: its bound against the device expf (pp3.kernels.screen).
+# The verifier's screening exponentials (both) on every input: their bound against the device expf
+# (pp3.kernels.screen); the log names the card.
 screen-gpu:
 	$(gpu_step)
 	timeout $(EXPF_TIMEOUT) $(GPU_PY) stats/audit_screen.py --device cuda 2>&1 | tee $(OUT)/screen_audit.log | tail -6
@@ -413,6 +414,52 @@ sanitize-gpu:
 verifier-evidence-gpu:
 	$(MAKE) --no-print-directory -k -j5 -O gpu-env bulk-verify-gpu props-gpu sanitize-gpu audit-e2e-gpu \
 	  PROPS_FILES=proptests/test_accept_vs_reference.py PROPS_WORKERS=2 SANITIZE_CASES=verifier
+
+# Issue 54's two designs beside the shipped verifier, in one device command (<= 9 minutes; 7 files into $(OUT)):
+# env.json; then, the GPU to itself, the benchmark (bench.drafter; log bench_verify.log, table bench_verify.md, rows
+# and the audit bench_drafter.json): the shipped verifier and its variants (NEXT_VARIANTS: the screen by
+# ex2.approx.f32, launch 3 by the handed-over word, both) in one process, fp32 and bf16, depth 5 and 1, B in NEXT_B,
+# V = 163840, each call one CUDA graph with its inputs rotated past L2, a read-only pass and FlashInfer 0.7.4's
+# softmax + chain up to B = 64 (where a flashinfer-0.7.4 folder is: flashinfer074-gpu), every variant's parity with
+# the reference on every row, and the launched PTX audit of every binary it ran; then side by side, each cut at
+# NEXT_CHECKS_TIMEOUT: the verifier's parity suites at full size in the new variants (verify_next.log: pp3 verify
+# --full --parts verifier with PP3_VERIFY_SCREEN=ex2 PP3_VERIFY_HANDOVER=1), the launched PTX audit of every entry
+# point in every variant (ptx_audit.json), and the screens' bound over every fp32 input on the card followed by the
+# conformance files on the kernels in the new variants (screen_conformance.log). Fails if any step failed.
+NEXT_B ?= 1 4 16 64 128 256
+NEXT_VARIANTS ?= "pp3" "pp3 screen ex2" "pp3 handover" "pp3 ex2+handover"
+NEXT_BENCH_TIMEOUT ?= 260
+NEXT_CHECKS_TIMEOUT ?= 190
+NEXT_ENV = PP3_VERIFY_SCREEN=ex2 PP3_VERIFY_HANDOVER=1
+verifier-next-gpu:
+	$(gpu_step)
+	-timeout 30 $(MAKE) --no-print-directory gpu-env > /dev/null 2>&1
+	-timeout 60 $(MAKE) --no-print-directory flashinfer074-gpu > $(OUT)/bench_verify.log 2>&1
+	fi=$(FI074_SITE); [ -d $$fi/flashinfer ] || fi=; r=0; \
+	  PYTHONPATH=$(CURDIR)$${fi:+:$$fi} FLASHINFER_DISABLE_JIT=1 timeout $(NEXT_BENCH_TIMEOUT) $(GPU_PY) -m bench.drafter \
+	  --verify-only --no-step --batch $(NEXT_B) --dtype float32 bfloat16 --depth 5 1 --variants $(NEXT_VARIANTS) \
+	  --flashinfer-max-batch 64 --rotate-mb 128 --markdown $(OUT)/bench_verify.md --audit-ptx --out $(OUT) \
+	  >> $(OUT)/bench_verify.log 2>&1 || r=$$?; echo "bench: exit $$r" | tee -a $(OUT)/bench_verify.log; \
+	  grep -E "^launched PTX audit" $(OUT)/bench_verify.log || true; \
+	  if [ -f $(OUT)/bench_verify.md ]; then cat $(OUT)/bench_verify.md; else tail -15 $(OUT)/bench_verify.log; fi
+	mkdir -p $(GPUCACHE); t=$(NEXT_CHECKS_TIMEOUT); \
+	{ r=0; $(NEXT_ENV) timeout $$t $(GPU_PY) -m pp3 verify --full --parts verifier --bulk-rows 0 \
+	    > $(OUT)/verify_next.log 2>&1 || r=$$?; echo "parity (verifier, ex2 + handover): exit $$r" >> $(OUT)/verify_next.log; } & \
+	{ r=0; timeout $$t $(GPU_PY) -m pp3.audit.ptx --launched --digests > $(OUT)/ptx_audit.json \
+	    2> $(GPUCACHE)/ptx_audit.err || r=$$?; echo "ptx audit (launched): exit $$r" >> $(GPUCACHE)/ptx_audit.err; } & \
+	{ s0=$$SECONDS; r=0; timeout 100 $(GPU_PY) stats/audit_screen.py --device cuda > $(OUT)/screen_conformance.log 2>&1 \
+	    || r=$$?; echo "screen audit: exit $$r" >> $(OUT)/screen_conformance.log; r=0; \
+	  $(NEXT_ENV) timeout $$((t - SECONDS + s0)) $(GPU_PY) -m pp3 verify --full --parts conformance --bulk-rows 0 \
+	    >> $(OUT)/screen_conformance.log 2>&1 || r=$$?; \
+	  echo "conformance (ex2 + handover): exit $$r" >> $(OUT)/screen_conformance.log; } & \
+	wait; \
+	tail -4 $(GPUCACHE)/ptx_audit.err; \
+	$(GPU_PY) -c "import json; d = json.load(open('$(OUT)/ptx_audit.json')); \
+	  print('ptx audit:', d['verdict'], d['variants'], 'variants,', len(d['screen']), 'with the screen,', \
+	  'forbidden:', sorted(d['forbidden'])[:3])" 2> /dev/null || echo "ptx audit: no JSON"; \
+	tail -12 $(OUT)/verify_next.log; grep -E "audit-screen|^inputs|exit|PASS|FAIL" $(OUT)/screen_conformance.log; \
+	! grep -h -E "^(bench|parity .*|screen audit|conformance .*|ptx audit .*): exit [^0]" $(OUT)/bench_verify.log \
+	  $(OUT)/verify_next.log $(OUT)/screen_conformance.log $(GPUCACHE)/ptx_audit.err
 
 # The adapters' time and memory in CUDA graphs at V = 163840 (python -m bench.adapters), into $(OUT)/bench_adapters.json.
 bench-adapters:

@@ -43,6 +43,7 @@ SCAN_CHUNK = 1024
 SCAN_CAP = 128
 # Exact arithmetic (SPEC.md "Keywords"): no FMA contraction, no flush to zero. The interpreter ignores both.
 EXACT: dict[str, Any] = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+SCREENS = ("pinned", "ex2")  # the verifier's screening exponentials (LaunchConfig.screen)
 
 
 _WARPS = (1, 2, 4, 8, 16, 32)  # warps per program that a LaunchConfig may name
@@ -50,7 +51,7 @@ _WARPS = (1, 2, 4, 8, 16, 32)  # warps per program that a LaunchConfig may name
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """How the selector's two launches run (never what they compute).
+    """How the selector's launches, and the verifier's, run (never what they compute).
 
     ``warps``: warps per program of the tile selector's launch 1 and launch 2 (tuned on the H200, bench/NOTES.md; the
     greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A, B
@@ -73,6 +74,16 @@ class LaunchConfig:
     # maximum alone; launch 2 reads the first tile holding the row's maximum again; one shard per call, a sharded call
     # keeps the keys) or "auto" (the default: rescan for fp16/bf16, keys for fp32, as measured: bench/NOTES.md).
     greedy: str = "auto"
+    # The verifier's variants (``accept.verify``; neither changes an output bit: SPEC.md §11.12 for the screen).
+    # ``screen``: launch 1's screening exponential, "pinned" (fourteen fp32 operations, each one IEEE operation: the
+    # shipped one) or "ex2" (the hardware's, ``ex2.approx.f32`` = MUFU.EX2, under the bound ``pp3.kernels.screen``
+    # derives from its documented error); None reads PP3_VERIFY_SCREEN (``verify_screen``).
+    screen: str | None = None
+    # ``handover``: launch 2 hands launch 3 one word per request (whether it draws or is marked, its row a, and that
+    # row's maximum), so a drawing request's tile waits on one load before its logits instead of four, and launches
+    # 6 and 7 form row a's S from launch 3's tile sums themselves (launch 3 counts rows in for marked requests only);
+    # None reads PP3_VERIFY_HANDOVER (``verify_handover``).
+    handover: bool | None = None
 
     def __post_init__(self) -> None:
         """Every field checked when the configuration is made (a launch trusts it): ``TypeError`` for a wrong type
@@ -94,6 +105,12 @@ class LaunchConfig:
                 raise TypeError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {text!r}")
             if text not in allowed:
                 raise ValueError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {text!r}")
+        if self.screen is not None and not isinstance(self.screen, str):
+            raise TypeError(f"screen: expected None, 'pinned' or 'ex2', got {self.screen!r}")
+        if self.screen is not None and self.screen not in SCREENS:
+            raise ValueError(f"screen: expected None, 'pinned' or 'ex2', got {self.screen!r}")
+        if self.handover is not None and not isinstance(self.handover, bool):
+            raise TypeError(f"handover: expected None, True or False, got {self.handover!r}")
         s = self.segment
         if s is not None and type(s) is not int:
             raise TypeError(f"segment: expected None or an int, got {s!r}")
@@ -165,3 +182,25 @@ def use_pdl(device: torch.device, config: LaunchConfig = DEFAULT_LAUNCH) -> bool
     import torch
 
     return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def verify_screen(config: LaunchConfig = DEFAULT_LAUNCH) -> str:
+    """The verifier's screening exponential: ``config.screen``, else PP3_VERIFY_SCREEN ("pinned" or "ex2"), else
+    "pinned" (read at every call, as PP3_PDL is)."""
+    if config.screen is not None:
+        return config.screen
+    value = os.environ.get("PP3_VERIFY_SCREEN", "pinned")
+    if value not in SCREENS:
+        raise ValueError(f"PP3_VERIFY_SCREEN: expected 'pinned' or 'ex2', got {value!r}")
+    return value
+
+
+def verify_handover(config: LaunchConfig = DEFAULT_LAUNCH) -> bool:
+    """Whether the verifier's launch 2 hands launch 3 one word per request: ``config.handover``, else
+    PP3_VERIFY_HANDOVER ("1" or "0"), else False (read at every call)."""
+    if config.handover is not None:
+        return config.handover
+    value = os.environ.get("PP3_VERIFY_HANDOVER", "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"PP3_VERIFY_HANDOVER: expected '0' or '1', got {value!r}")
+    return value == "1"

@@ -449,13 +449,15 @@ class AcceptCall:
                                      seed=self.seed, round=self.round, position=self.position)
         return out
 
-    def run_kernel(self, device: Any = None) -> Verdict:
-        """The Triton verifier on this call (every argument a tensor on ``device``); the result as NumPy arrays."""
+    def run_kernel(self, device: Any = None, launch: Any = None) -> Verdict:
+        """The Triton verifier on this call (every argument a tensor on ``device``; ``launch``: a
+        ``kernels.LaunchConfig`` picking its variants, None the default); the result as NumPy arrays."""
         import torch
 
         from pp3 import kernels
 
         dev = default_device() if device is None else device
+        how = kernels.LaunchConfig() if launch is None else launch
 
         def t(a: npt.NDArray[Any]) -> Any:
             arr = a.view(np.int64) if a.dtype == np.uint64 else a
@@ -464,6 +466,7 @@ class AcceptCall:
         res = kernels.verify(
             bits_tensor(self.fmt, self.bits, dev), t(self.temperature), t(self.draft_tokens), t(self.draft_status),
             t(self.draft_ids), t(self.draft_tickets), t(self.seed), t(self.round), t(self.position), tile=self.tile,
+            launch=how,
         )
         out: Verdict = to_numpy(res)
         return out
