@@ -36,27 +36,44 @@ def test_the_claims_name_known_groups_and_every_group_names_a_kernel_of_the_pack
     assert all(len(c.text) <= 100 for c in claims.claims)
 
 
+def _rows(claims: evidence.Claims, code: str) -> list[dict[str, str]]:
+    return [{"claim": c.id, "date": "2026-12-07", "kernels": code} for c in claims.claims]
+
+
 def test_a_planted_kernel_change_turns_exactly_the_claims_resting_on_it_stale(claims: evidence.Claims) -> None:
-    audit = _audit(claims.groups)
-    today = evidence.group_digests(audit, claims.groups)
-    rows = [{"claim": c.id, "date": "2026-12-07", "kernels": evidence.kernels_cell(today, c.groups)}
-            for c in claims.claims]
-    assert {s.state for s in evidence.standing(claims, rows, today)} <= {"shipped", "reference"}
-    for group in claims.groups:
-        planted = json.loads(json.dumps(audit))
-        variant = next(v for v in planted["digests"] if v.split("[")[0] == claims.groups[group][0])
-        planted["digests"][variant] = "0" * 16  # one variant of one kernel compiles to other code
-        after = evidence.standing(claims, rows, evidence.group_digests(planted, claims.groups))
+    today = _audit(claims.groups)["digests"]
+    codes = {"run": dict(today)}
+    assert {s.state for s in evidence.standing(claims, _rows(claims, "run"), today, codes)} <= {"shipped", "reference"}
+    for group, kernels in claims.groups.items():
+        planted = dict(today)
+        variant = next(v for v in planted if v.split("[")[0] == kernels[0])
+        planted[variant] = "0" * 16  # one variant of one kernel compiles to other code
+        after = evidence.standing(claims, _rows(claims, "run"), planted, codes)
         stale = {s.claim.id for s in after if s.state == "stale"}
         assert stale == {c.id for c in claims.claims if group in c.groups}, group
         assert all(s.changed == [group] for s in after if s.state == "stale")
 
 
-def test_a_claim_never_run_or_run_without_a_digest_is_not_shipped(claims: evidence.Claims) -> None:
-    today = evidence.group_digests(_audit(claims.groups), claims.groups)
+def test_a_variant_added_or_renamed_since_leaves_the_claims_alone(claims: evidence.Claims) -> None:
+    """Binaries are compared, not names: a new variant, or the same code under a new name, changes no claim."""
+    today = _audit(claims.groups)["digests"]
+    codes = {"run": dict(today)}
+    kernel = claims.groups["verifier"][0]
+    grown = {**today, f"{kernel}[NEW=1][*fp32][num_warps=4]": "f" * 16}  # a new launch option's variant
+    assert {s.state for s in evidence.standing(claims, _rows(claims, "run"), grown, codes)} <= {"shipped", "reference"}
+    renamed = {(v.replace("[", "[SCREEN=0,", 1) if v.split("[")[0] == kernel else v): d for v, d in today.items()}
+    assert {s.state for s in evidence.standing(claims, _rows(claims, "run"), renamed, codes)} <= {"shipped",
+                                                                                                  "reference"}
+    gone = {v: d for v, d in today.items() if v.split("[")[0] != kernel}  # every binary that ran is gone
+    stale = {s.claim.id for s in evidence.standing(claims, _rows(claims, "run"), gone, codes) if s.state == "stale"}
+    assert stale == {c.id for c in claims.claims if "verifier" in c.groups}
+
+
+def test_a_claim_never_run_or_run_without_its_code_is_not_shipped(claims: evidence.Claims) -> None:
+    today = _audit(claims.groups)["digests"]
     c = next(c for c in claims.claims if c.groups)
-    rows = [{"claim": c.id, "date": "2026-12-07", "kernels": evidence.kernels_cell({}, c.groups)}]
-    states = {s.claim.id: s.state for s in evidence.standing(claims, rows, today)}
+    states = {s.claim.id: s.state for s in evidence.standing(claims, [{"claim": c.id, "date": "2026-12-07",
+                                                                       "kernels": "?"}], today, {})}
     assert states[c.id] == "stale" and set(states.values()) <= {"stale", "never run", "reference"}
 
 
@@ -64,6 +81,13 @@ def test_a_kernel_in_no_group_is_named(claims: evidence.Claims) -> None:
     audit = _audit(claims.groups)
     audit["kernels"].append("pp3.kernels._new._new_kernel")
     assert evidence.ungrouped(audit, claims.groups) == ["pp3.kernels._new._new_kernel"]
+
+
+def test_the_code_of_a_tree_is_kept_once_by_its_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(evidence, "KERNELS", tmp_path / "kernels")
+    digests = {"_a_kernel[x]": "1" * 16, "_b_kernel[y]": "2" * 16}
+    cid = evidence.keep_code(digests)
+    assert cid == evidence.keep_code(dict(reversed(digests.items()))) and evidence.load_codes() == {cid: digests}
 
 
 def test_the_ledger_and_every_archive_are_what_the_runs_say() -> None:
@@ -110,12 +134,11 @@ def _folder(tmp_path: Path, triton: str = "3.6.0", verdict: str = "PASS") -> Pat
 
 
 def test_a_device_folder_becomes_ledger_and_timing_rows(tmp_path: Path, claims: evidence.Claims) -> None:
-    digests = {g: f"{g[:4]:x<12}" for g in claims.groups} | {"all": "a" * 12}
-    rows, bench = evidence.record_rows(_folder(tmp_path), "2026-12-07", "h100-1500", digests, claims)
+    rows, bench = evidence.record_rows(_folder(tmp_path), "2026-12-07", "h100-1500", "c0de", claims)
     got = {r["claim"]: r for r in rows}
     assert set(got) == {"sel-suites", "ver-suites", "sel-bulk-nopdl", "sanitize-sel", "sanitize-ver", "ptx-launched"}
     assert all(r["verdict"] == "PASS" and r["card"] == "H100" and r["torch"] == "2.11.0" for r in rows)
-    assert got["ver-suites"]["kernels"] == evidence.kernels_cell(digests, claims.claim("ver-suites").groups)
+    assert got["ver-suites"]["kernels"] == "c0de"
     assert got["sel-bulk-nopdl"]["record"] == "2026-12-07/h100-1500.tar.xz:step/bulk_10_nopdl.log"
     assert [(b["impl"], b["median_us"], b["process"]) for b in bench] == [("pp3 sampled", "36.41",
                                                                            "2026-12-07/h100-1500:step/bench.json")]
@@ -123,9 +146,9 @@ def test_a_device_folder_becomes_ledger_and_timing_rows(tmp_path: Path, claims: 
 
 def test_a_failed_step_is_a_failed_row_and_another_triton_its_own_claim(tmp_path: Path,
                                                                          claims: evidence.Claims) -> None:
-    rows, _ = evidence.record_rows(_folder(tmp_path, verdict="FAIL"), "2026-12-07", "x", {}, claims)
+    rows, _ = evidence.record_rows(_folder(tmp_path, verdict="FAIL"), "2026-12-07", "x", "?", claims)
     assert {r["claim"]: r["verdict"] for r in rows}["sel-suites"] == "FAIL"
-    rows, _ = evidence.record_rows(_folder(tmp_path / "k", triton="3.9.0"), "2026-12-07", "x", {}, claims)
+    rows, _ = evidence.record_rows(_folder(tmp_path / "k", triton="3.9.0"), "2026-12-07", "x", "?", claims)
     assert {r["claim"] for r in rows} == {"triton-3.9.0-gpu"} and rows[0]["result"].count(";") >= 4
 
 

@@ -1,17 +1,20 @@
 """The evidence ledger: what pp3 claims (records/claims.toml), the runs behind each claim (one CSV of rows per run,
 beside the run's compressed logs in records/<date>/), and which claims ran on today's kernel binaries.
 
-    python -m tools.evidence digests [--audit F] [--out F]   today's kernel-group digests (from the PTX audit)
+    python -m tools.evidence digests [--digests F]           today's compiled code: its id and variant count
     python -m tools.evidence record DIR --date D --name N    a run's output folder into records/D/N.{tar.xz,sha256,csv}
     python -m tools.evidence ledger                          records/ledger.csv and records/bench.csv from the runs
     python -m tools.evidence render [--digests F]            the generated tables of the front documents
     python -m tools.evidence check [--digests F]             shipped or stale per claim; fails on anything out of date
 
-A claim is **shipped** when every kernel group it rests on has, today, the digest its last run recorded, and
-**stale** otherwise; a group's digest is one hash over the PTX code digests of every variant of its kernels that the
-PTX audit compiles (``python -m pp3.audit.ptx --digests``), so a kernel change of any kind (source, launch options,
-Triton) turns exactly the claims resting on that kernel stale. Written by hand because no library keeps evidence
-keyed by compiled-code digests; the tables are plain CSV (the Liger-Kernel habit: provenance as columns).
+A claim is **shipped** when every binary of the kernels it rests on that its last run compiled (a variant's PTX,
+by its code digest) is still among those kernels' binaries today, and **stale** otherwise. The code of each tree
+that ran (every kernel variant the PTX audit compiles, ``python -m pp3.audit.ptx --digests``, with its PTX code
+digest) is kept once in records/kernels/<id>.json, and a ledger row names it by that id; so a kernel change of any
+kind (source, launch options, Triton) turns exactly the claims resting on that kernel stale, while a variant added
+since (a new launch option) leaves the claims of the binaries that ran alone. Written by hand because no library
+keeps evidence keyed by compiled-code digests; the tables are plain CSV (the Liger-Kernel habit: provenance as
+columns).
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ LEDGER_COLUMNS = ("claim", "date", "card", "driver", "python", "torch", "triton"
                   "result", "record")
 BENCH_COLUMNS = ("date", "card", "torch", "triton", "commit", "kernels", "process", "op", "impl", "dtype", "depth",
                  "B", "V", "median_us", "p10_us", "p90_us")
-UNKNOWN = "?"
 DOCS = ("README.md", "VERIFY.md", "STATS.md", "BENCHMARKS.md")
 
 
@@ -112,18 +114,27 @@ def load_claims(path: Path = RECORDS / "claims.toml") -> Claims:
 # ------------------------------------------------------------------------------------------------------ digests
 
 
-def group_digests(audit: dict[str, Any], groups: dict[str, tuple[str, ...]]) -> dict[str, str]:
-    """Each group's digest from a PTX audit document made with ``--digests``: sha256 over the sorted
-    ``variant=digest`` lines of the variants of its kernels (12 hex digits)."""
-    by_kernel: dict[str, list[str]] = {}
-    for variant, digest in audit["digests"].items():
-        by_kernel.setdefault(variant.split("[", 1)[0], []).append(f"{variant}={digest}")
-    out = {}
-    for g, kernels in groups.items():
-        lines = sorted(line for k in kernels for line in by_kernel.get(k, []))
-        if lines:
-            out[g] = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
-    return out
+KERNELS = RECORDS / "kernels"
+
+
+def code_id(digests: dict[str, str]) -> str:
+    """The id of a tree's compiled code: a hash of its ``variant=digest`` lines (12 hex digits)."""
+    return hashlib.sha256("\n".join(f"{v}={d}" for v, d in sorted(digests.items())).encode()).hexdigest()[:12]
+
+
+def keep_code(digests: dict[str, str]) -> str:
+    """``digests`` kept as records/kernels/<id>.json (once per tree); its id."""
+    cid = code_id(digests)
+    path = KERNELS / f"{cid}.json"
+    if not path.exists():
+        KERNELS.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(sorted(digests.items())), indent=0) + "\n")
+    return cid
+
+
+def load_codes() -> dict[str, dict[str, str]]:
+    """Every kept tree's code, by id."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted(KERNELS.glob("*.json"))}
 
 
 def ungrouped(audit: dict[str, Any], groups: dict[str, tuple[str, ...]]) -> list[str]:
@@ -135,6 +146,25 @@ def ungrouped(audit: dict[str, Any], groups: dict[str, tuple[str, ...]]) -> list
     return [k for k in audit["kernels"] if len(owners.get(k.rsplit(".", 1)[-1], [])) != 1]
 
 
+def changed_groups(groups: Iterable[str], members: dict[str, tuple[str, ...]], then: dict[str, str] | None,
+                   today: dict[str, str]) -> list[str]:
+    """The groups whose code differs between a run (``then``) and today, kernel by kernel: a binary the run compiled
+    (a PTX code digest) is no longer among the kernel's binaries today, or the kernel did not exist then. Binaries
+    are compared, not names: a variant added since, or a launch parameter renamed around the same code, changes
+    nothing."""
+    def binaries(code: dict[str, str], kernel: str) -> set[str]:
+        return {d for v, d in code.items() if v.split("[", 1)[0] == kernel}
+
+    out = []
+    for g in groups:
+        for k in members[g]:
+            old, new = binaries(then or {}, k), binaries(today, k)
+            if (old or new) and not (old and old <= new):
+                out.append(g)
+                break
+    return out
+
+
 def run_audit() -> dict[str, Any]:
     """``python -m pp3.audit.ptx --digests`` on this tree (its cache, PP3_PTX_CACHE, spares a second compilation)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -144,15 +174,6 @@ def run_audit() -> dict[str, Any]:
         raise RuntimeError(f"the PTX audit printed nothing: {proc.stderr[-2000:]}")
     doc: dict[str, Any] = json.loads(proc.stdout)
     return doc
-
-
-def kernels_cell(digests: dict[str, str], groups: Iterable[str]) -> str:
-    """The ``kernels`` cell of a ledger row: ``group=digest`` for each group a claim rests on."""
-    return " ".join(f"{g}={digests.get(g, UNKNOWN)}" for g in groups)
-
-
-def parse_kernels(cell: str) -> dict[str, str]:
-    return dict(part.split("=", 1) for part in cell.split())
 
 
 # ------------------------------------------------------------------------------------------------------ the ledger
@@ -207,7 +228,10 @@ class Standing:
     changed: list[str] = field(default_factory=list)
 
 
-def standing(claims: Claims, rows: list[dict[str, str]], today: dict[str, str]) -> list[Standing]:
+def standing(claims: Claims, rows: list[dict[str, str]], today: dict[str, str],
+             codes: dict[str, dict[str, str]]) -> list[Standing]:
+    """Each claim's last run and whether its kernels are today's (``today``: variant -> digest; ``codes``: the kept
+    trees' code by id)."""
     last = latest(rows)
     out = []
     for c in claims.claims:
@@ -218,8 +242,7 @@ def standing(claims: Claims, rows: list[dict[str, str]], today: dict[str, str]) 
         if not c.groups:
             out.append(Standing(c, row, "reference"))
             continue
-        then = parse_kernels(row["kernels"])
-        changed = [g for g in c.groups if then.get(g, UNKNOWN) == UNKNOWN or then[g] != today.get(g)]
+        changed = changed_groups(c.groups, claims.groups, codes.get(row["kernels"]), today)
         out.append(Standing(c, row, "stale" if changed else "shipped", changed))
     return out
 
@@ -487,9 +510,9 @@ BENCH_SECTIONS = {"bench-propose": ("propose", "pp3 sampled"), "bench-greedy": (
 
 
 def render_blocks(claims: Claims, ledger: list[dict[str, str]], bench: list[dict[str, str]],
-                  today: dict[str, str]) -> dict[str, list[str]]:
+                  today: dict[str, str], codes: dict[str, dict[str, str]]) -> dict[str, list[str]]:
     """Every generated block of the front documents, by marker name."""
-    st = standing(claims, ledger, today)
+    st = standing(claims, ledger, today, codes)
     blocks = {
         "status": status_block(claims, st),
         "speed": speed_block(bench),
@@ -657,12 +680,12 @@ def _stamp_of(folder: Path) -> dict[str, Any] | None:
     return None
 
 
-def record_rows(out: Path, date: str, name: str, digests: dict[str, str], claims: Claims
+def record_rows(out: Path, date: str, name: str, code: str, claims: Claims
                 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """The ledger and timing rows of a run's output folder ``out`` (each subfolder a process with its own stamp):
     one row per claim (rows of the same claim merged: PASS only if all passed), each stamped with its folder's
-    environment and the kernel-group digests of the tree that ran (``digests``); a run under another Triton than
-    the pinned one is recorded as that Triton's claim (``triton-<version>-gpu``)."""
+    environment and the id of the compiled code of the tree that ran (``code``, records/kernels/); a run under
+    another Triton than the pinned one is recorded as that Triton's claim (``triton-<version>-gpu``)."""
     rows: dict[str, dict[str, str]] = {}
     bench: list[dict[str, str]] = []
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
@@ -673,12 +696,12 @@ def record_rows(out: Path, date: str, name: str, digests: dict[str, str], claims
         rel = f"{date}/{name}.tar.xz:{path.relative_to(out)}"
         found, timed = rows_of_file(path, rel)
         process = f"{date}/{name}:{path.relative_to(out)}"  # one benchmark file is one process
-        bench += [{**env, "kernels": digests.get("all", UNKNOWN), "process": process, **t} for t in timed]
+        bench += [{**env, "kernels": code, "process": process, **t} for t in timed]
         for r in found:
             cid = r["claim"] if env["triton"] == PINNED_TRITON or env["card"] == "CPU" \
                 else f"triton-{env['triton']}-gpu"
-            groups = claims.claim(cid).groups
-            new = {**env, **r, "claim": cid, "kernels": kernels_cell(digests, groups)}
+            claims.claim(cid)  # a claim of records/claims.toml, or KeyError
+            new = {**env, **r, "claim": cid, "kernels": code}
             if cid in rows:
                 old = rows[cid]
                 old["verdict"] = "PASS" if old["verdict"] == new["verdict"] == "PASS" else \
@@ -689,10 +712,10 @@ def record_rows(out: Path, date: str, name: str, digests: dict[str, str], claims
     return list(rows.values()), bench
 
 
-def record(out: Path, date: str, name: str, digests: dict[str, str], claims: Claims) -> list[Path]:
+def record(out: Path, date: str, name: str, code: str, claims: Claims) -> list[Path]:
     """A run's output folder into records/<date>/<name>.tar.xz + .sha256 (every file), .csv (its ledger rows) and
     .bench.csv (its timings, if any). Returns the files written."""
-    rows, bench = record_rows(out, date, name, digests, claims)
+    rows, bench = record_rows(out, date, name, code, claims)
     base = RECORDS / date / name
     archive(out, base.with_suffix(".tar.xz"))
     written = [base.with_suffix(".tar.xz"), base.with_suffix(".sha256")]
@@ -708,13 +731,11 @@ def record(out: Path, date: str, name: str, digests: dict[str, str], claims: Cla
 # ------------------------------------------------------------------------------------------------------ the command
 
 
-def today_digests(args: argparse.Namespace, claims: Claims) -> tuple[dict[str, str], list[str]]:
-    """Today's group digests (and the launched kernels no group names), from ``--digests FILE`` (a PTX audit
-    document) or a run of the audit."""
+def today_code(args: argparse.Namespace, claims: Claims) -> tuple[dict[str, str], list[str]]:
+    """Today's compiled code (variant -> PTX digest) and the launched kernels no group names, from ``--digests FILE``
+    (a PTX audit document) or a run of the audit."""
     audit = json.loads(Path(args.digests).read_text()) if args.digests else run_audit()
-    digests = group_digests(audit, claims.groups)
-    digests["all"] = hashlib.sha256(" ".join(f"{g}={d}" for g, d in sorted(digests.items())).encode()).hexdigest()[:12]
-    return digests, ungrouped(audit, claims.groups)
+    return dict(audit["digests"]), ungrouped(audit, claims.groups)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -734,25 +755,28 @@ def main(argv: list[str] | None = None) -> int:
         (RECORDS / "ledger.csv").write_text(ledger_text())
         (RECORDS / "bench.csv").write_text(bench_text())
         return 0
-    today, loose = today_digests(args, claims)
+    today, loose = today_code(args, claims)
     if args.cmd == "digests":
-        print(json.dumps(today, indent=1))
+        print(json.dumps({"code": code_id(today), "variants": len(today)}))
         return 0
     if args.cmd == "record":
         if not re.fullmatch(r"\d{4}-\d\d-\d\d", args.date) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", args.name):
             ap.error("--date YYYY-MM-DD and --name of lowercase letters, digits and '-'")
-        for written in record(args.folder, args.date, args.name, today, claims):
+        for written in record(args.folder, args.date, args.name, keep_code(today), claims):
             print(written.relative_to(ROOT))
         return 0
     ledger = [r for f in run_files("csv") for r in read_rows(f)]
     bench = [r for f in run_files("bench.csv") for r in read_rows(f)]
-    blocks = render_blocks(claims, ledger, bench, today)
+    codes = load_codes()
+    blocks = render_blocks(claims, ledger, bench, today, codes)
     if args.cmd == "render":
         for doc in DOCS:
             path = ROOT / doc
             path.write_text(rendered(path.read_text(), blocks))
         return 0
     problems = [f"kernel {k}: in no group of records/claims.toml, or in two" for k in loose]
+    problems += [f"{r['record']}: its code {r['kernels']} is not in records/kernels/" for r in [*ledger, *bench]
+                 if r["kernels"] != "?" and r["kernels"] not in codes]
     problems += check_manifests()
     for path, text in ((RECORDS / "ledger.csv", ledger_text()), (RECORDS / "bench.csv", bench_text())):
         if not path.exists() or path.read_text() != text:
@@ -761,7 +785,7 @@ def main(argv: list[str] | None = None) -> int:
         path = ROOT / doc
         if path.read_text() != rendered(path.read_text(), blocks):
             problems.append(f"{doc}: its generated tables are out of date (make evidence)")
-    for s in standing(claims, ledger, today):
+    for s in standing(claims, ledger, today, codes):
         when = _run(s.row) if s.row else "never run"
         print(f"{s.state:9}  {s.claim.id:16} {when:18} {', '.join(s.changed)}")
     for problem in problems:
