@@ -138,6 +138,9 @@ CASES = [
     Case("propose: V = 0", "propose", lambda: [torch.empty(B, 0, device=DEV), *_keys()], ValueError, "logits"),
     Case("propose: position int32", "propose", lambda: _with([_logits(), *_keys()], 4, _keys()[3].int()),
          TypeError, "position"),
+    Case("greedy_out: token over the strided logits (which the launcher copies)", "greedy_out",
+         lambda: (lambda base, o: [base[:, ::2], o[0], base.view(torch.int32)[1, :B], *o[2:]])(
+             torch.randn(B, 2 * V, device=DEV), _proposal()), ValueError, "out.token: shares memory with logits"),
     Case("greedy_out: status is token's first bytes", "greedy_out",
          lambda: (lambda o: [_logits(), o[1].view(torch.int8)[:B], *o[1:]])(_proposal()), ValueError,
          "out.token: shares memory with out.status"),
