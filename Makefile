@@ -112,6 +112,13 @@ golden: $(STAMP)
 stats: $(STAMP)
 	$(VPY) -m stats
 
+# The end-to-end audit of draft trees at full size (SPEC.md §12; tests/test_e2e_tree.py runs a CI-sized part): every
+# shape, both verifiers, T = 0, 0.5, 1, 2, and the planted tree bugs; the tables go to results/e2e_trees.md.
+.PHONY: audit-e2e-trees
+audit-e2e-trees: $(STAMP)
+	mkdir -p results
+	$(VPY) -m pp3 audit-e2e --trees --n 100000 --mutant-n 20000 --markdown results/e2e_trees.md
+
 bench: $(STAMP)
 	$(VPY) -m bench
 
