@@ -78,28 +78,34 @@ class Sample:
         return self.tokens / max(self.n - self.failed, 1)
 
 
+Logits = Callable[[I64], npt.NDArray[np.float32]]  # tokens [...] -> the logits [..., V] that follow each token
+
+
 def tree_round(
-    setup: Setup, parents: list[int], mode: Mode, temperature: float, prev: I64, seeds: npt.NDArray[np.uint64],
-    rnd: int, pos: npt.NDArray[np.uint64],
+    drafter: Logits, target: Logits, parents: list[int], mode: Mode, temperature: float, tau: float, prev: I64,
+    seeds: npt.NDArray[np.uint64], rnd: int, pos: npt.NDArray[np.uint64], draft_leaves: bool = True,
 ) -> tree.TreeVerdict:
-    """One round of tree speculation after the tokens ``prev`` [B]: draft level by level, score, verify."""
+    """One round of tree speculation after the tokens ``prev`` [B] with a Markov drafter and target (the logits at
+    a node depend on its token only): draft level by level with the drafter temperature ``tau`` (the last level's
+    leaves too if ``draft_leaves``, so that their slots exist), score every node, verify (``verify_tree`` for
+    sampled children, the walk for top-k children)."""
     t = tree.as_tree("parents", parents)
-    b, table = prev.size, setup.drafter.table()
+    b = prev.size
     tokens = np.full((b, t.size), -1, dtype=np.int32)
     tokens[:, 0] = prev
     status = np.zeros((b, t.size), dtype=np.int8)
     ids = np.full((b, t.size, K), -1, dtype=np.int32)
     tix = np.zeros((b, t.size, K), dtype=np.int32)
-    for d in range(t.height + 1):  # the last level: leaves, for their slots (never read by a correct verifier)
+    for d in range(t.height + int(draft_leaves)):  # the last level's leaves: slots a correct verifier never reads
         nodes = t.level(d)
-        logits = table[np.maximum(tokens[:, nodes], 0)]  # a node without a token (its parent failed): any row
-        prop = tree.propose_tree(logits, temperature, seeds, rnd, pos, parents, nodes, setup.tau, mode)
+        logits = drafter(np.maximum(tokens[:, nodes], 0).astype(np.int64))  # a node without a token: any row
+        prop = tree.propose_tree(logits, temperature, seeds, rnd, pos, parents, nodes, tau, mode)
         status[:, nodes], ids[:, nodes], tix[:, nodes] = prop.status, prop.ids, prop.tickets
         tokens = np.where(prop.tokens >= 0, prop.tokens, tokens)
-    target = setup.target[np.maximum(tokens, 0)]  # node u's row: the target after the path to u (a Markov chain)
+    scores = target(np.maximum(tokens, 0).astype(np.int64))  # node u's row: the target after the path to u
     if mode == "sampled":
-        return tree.verify_tree(target, temperature, parents, tokens, status, ids, tix, seeds, rnd, pos)
-    return tree.verify_walk(target, temperature, parents, tokens, status, seeds, rnd, pos)
+        return tree.verify_tree(scores, temperature, parents, tokens, status, ids, tix, seeds, rnd, pos)
+    return tree.verify_walk(scores, temperature, parents, tokens, status, seeds, rnd, pos)
 
 
 def simulate(
@@ -127,6 +133,7 @@ def simulate(
 def _run_batch(setup: Setup, parents: list[int], mode: Mode, temperature: float, seeds: npt.NDArray[np.uint64],
                out: Sample) -> None:
     b, v = seeds.size, setup.vocab
+    table = setup.drafter.table()
     prev = np.full(b, setup.start, dtype=np.int64)
     pos = np.ones(b, dtype=np.uint64)
     seq = np.full((b, PREFIX), -1, dtype=np.int64)
@@ -136,7 +143,8 @@ def _run_batch(setup: Setup, parents: list[int], mode: Mode, temperature: float,
         act = np.flatnonzero(alive & (count < PREFIX))
         if not act.size:
             break
-        res = tree_round(setup, parents, mode, temperature, prev[act], seeds[act], rnd, pos[act])
+        res = tree_round(lambda x: table[x], lambda x: setup.target[x], parents, mode, temperature, setup.tau,
+                         prev[act], seeds[act], rnd, pos[act])
         ok = res.status == AcceptStatus.OK
         alive[act[~ok]] = False
         act, accepted, tokens = act[ok], res.accepted[ok].astype(np.int64), res.tokens[ok]
