@@ -7,9 +7,11 @@ by the walk, ``walk-tree-dyadic24-v1``) and chains, at equal numbers of verified
 
 Each measurement is one speculation round from each of n independent contexts (the last emitted token): tokens per
 step = E[accepted + 1], the tokens one target forward over the N + 1 nodes yields, with its standard error. Budgets
-are numbers N of draft nodes (the target scores N + 1 positions); each budget has a chain and three tree shapes, each
-drafted two ways: "sampled" (children without replacement from q, §12.6) and "top-k" (the first k, the walk; for a
-chain, greedy drafting). The drafter samples at tau = T (any tau at T0, where drafts are ranked). The pairs:
+are numbers N of draft nodes (the target scores N + 1 positions); budgets 6, 8 and 20 have a chain and three tree
+shapes, budgets 2 and 3 a chain as deep as those trees; each is drafted two ways: "sampled" (children without
+replacement from q, §12.6) and "top-k" (the first k, the walk; for a chain, greedy drafting). Every shape and way of
+drafting is measured on the same contexts (per pair and temperature). The drafter samples at tau = T (any tau at T0,
+where drafts are ranked). The pairs:
 
 - ``v8``: the end-to-end audit's pair (``pp3.audit.e2e.make_setup``: V = 8, a dyadic drafter table, the target =
   drafter + N(0, 0.5^2) noise with one masked token per row); contexts uniform.
@@ -28,6 +30,7 @@ import csv
 import dataclasses
 import json
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,8 @@ U64 = npt.NDArray[np.uint64]
 TEMPERATURES = (0.0, 0.5, 1.0, 2.0)
 # Budgets N (draft nodes) -> shapes by branching per level; every shape of a budget has exactly N draft nodes.
 BUDGETS: dict[int, dict[str, tuple[int, ...]]] = {
+    2: {"chain": (1, 1)},  # chains as deep as the trees below (2x2, 3-1, 4-1, 2-3: depth 2; 4-2-1, 2-3-2: 3)
+    3: {"chain": (1, 1, 1)},
     6: {"chain": (1,) * 6, "2x2": (2, 2), "3-1": (3, 1), "6x1": (6,)},
     8: {"chain": (1,) * 8, "8x1": (8,), "4-1": (4, 1), "2-3": (2, 3)},
     20: {"chain": (1,) * 20, "4-2-1": (4, 2, 1), "5-3": (5, 3), "2-3-2": (2, 3, 2)},
@@ -140,7 +145,7 @@ def run(pairs: Sequence[str], n: dict[str, int], temperatures: Sequence[float], 
                     for t in temperatures:
                         if t == 0 and mode == "top-k":
                             continue  # at T0 both draft the first k (ranked children) and verify alike
-                        seed = hash((name, budget, shape, t)) & 0xFFFFFFFF  # the same contexts for both modes
+                        seed = zlib.crc32(f"{name} {t}".encode())  # every shape and mode: the same contexts
                         m = measure(pair, branching, mode, t, n[name], seed)
                         method = ("chain" if shape == "chain" else "tree") + " " + (
                             "greedy (T0)" if t == 0 else ("sampled" if mode == "sampled" else "top-k, walk"))
@@ -161,7 +166,8 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(r["pair"], r["budget"]) for r in rows}, key=lambda k: (k[0] != "v8", k[1]))
+    panels = sorted({(r["pair"], r["budget"]) for r in rows if len(BUDGETS[r["budget"]]) > 1},
+                    key=lambda k: (k[0] != "v8", k[1]))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
     for ax, (pair, budget) in zip(axes[0], panels, strict=True):
         for shape in BUDGETS[budget]:

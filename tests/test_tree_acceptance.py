@@ -17,10 +17,10 @@ from bench import tree_acceptance as bench
 
 def test_quick_run_writes_every_output(tmp_path: Path) -> None:
     out = {k: tmp_path / f"acceptance.{k}" for k in ("json", "csv", "png", "md")}
-    assert bench.main(["--quick", "--pairs", "v8", "--budgets", "6", "--json", str(out["json"]), "--csv",
+    assert bench.main(["--quick", "--pairs", "v8", "--budgets", "2", "6", "--json", str(out["json"]), "--csv",
                        str(out["csv"]), "--plot", str(out["png"]), "--markdown", str(out["md"])]) == 0
     rows = json.loads(out["json"].read_text())["rows"]
-    assert len(rows) == 4 * 7  # 4 shapes; sampled at 4 temperatures, top-k at the 3 sampled ones (T0: ranked)
+    assert len(rows) == 5 * 7  # 5 shapes; sampled at 4 temperatures, top-k at the 3 sampled ones (T0: ranked)
     assert {r["children"] for r in rows if r["temperature"] == 0} == {"ranked"}
     assert all(1.0 <= r["tokens_per_step"] <= 7.0 and r["n"] == 64 for r in rows)
     with open(out["csv"]) as f:
