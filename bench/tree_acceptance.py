@@ -159,33 +159,36 @@ def run(pairs: Sequence[str], n: dict[str, int], temperatures: Sequence[float], 
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:
-    """Tokens per step against the target temperature: one panel per pair and budget, one line per shape and
-    children (matplotlib)."""
+    """Tokens per step against the target temperature, with standard errors: one panel per pair (rows) and budget
+    (columns), one line per shape and way of drafting (solid: sampled, dashed: top-k by the walk) (matplotlib)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(r["pair"], r["budget"]) for r in rows if len(BUDGETS[r["budget"]]) > 1},
-                    key=lambda k: (k[0] != "v8", k[1]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
-    for ax, (pair, budget) in zip(axes[0], panels, strict=True):
-        for shape in BUDGETS[budget]:
+    pairs = list(dict.fromkeys(r["pair"] for r in rows))
+    budgets = sorted({r["budget"] for r in rows if len(BUDGETS[r["budget"]]) > 1})
+    fig, axes = plt.subplots(len(pairs), len(budgets), figsize=(4.6 * len(budgets), 3.9 * len(pairs)),
+                             squeeze=False)
+    for (i, pair), (j, budget) in ((a, c) for a in enumerate(pairs) for c in enumerate(budgets)):
+        ax = axes[i][j]
+        for color, shape in enumerate(BUDGETS[budget]):
             for mode, style in (("sampled", "-"), ("top-k", "--")):
-                pts = sorted((r["temperature"], r["tokens_per_step"]) for r in rows if
+                pts = sorted((r["temperature"], r["tokens_per_step"], r["stderr"]) for r in rows if
                              (r["pair"], r["budget"], r["shape"]) == (pair, budget, shape) and
                              r["children"] in (mode, "ranked"))
-                label = f"{shape} {'sampled' if mode == 'sampled' else 'top-k (walk)'}"
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3, label=label,
-                        color=f"C{list(BUDGETS[budget]).index(shape)}")
-        ax.set_title(f"{pair}: N = {budget} draft nodes")
+                ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], fmt=style,
+                            marker="o", ms=3, capsize=2, color=f"C{color}",
+                            label=f"{shape}, {'sampled' if mode == 'sampled' else 'top-k (walk)'}")
+        ax.set_title(f"{pair}: N = {budget} draft nodes", fontsize=10)
         ax.set_xlabel("target temperature T")
         ax.set_ylabel("tokens per verification step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
-    fig.suptitle("Sampled trees (accept-tree) vs top-k trees (the walk) vs chains, at equal verified positions")
+        ax.legend(fontsize=6, ncol=2)
+    fig.suptitle("Sampled trees (accept-tree, solid) vs top-k trees (the walk, dashed) vs chains, at equal verified "
+                 "positions")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -210,8 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a few contexts per point (a smoke run)")
     ap.add_argument("--pairs", nargs="+", choices=list(PAIRS), default=list(PAIRS))
     ap.add_argument("--budgets", nargs="+", type=int, choices=sorted(BUDGETS), default=sorted(BUDGETS))
-    ap.add_argument("--n-v8", type=int, default=20000, help="contexts per point on the V = 8 pair")
-    ap.add_argument("--n-zipf", type=int, default=800, help="contexts per point on the V = 32768 pair")
+    ap.add_argument("--n-v8", type=int, default=10000, help="contexts per point on the V = 8 pair")
+    ap.add_argument("--n-zipf", type=int, default=300, help="contexts per point on the V = 32768 pair")
     ap.add_argument("--json", default=None, help="write every figure here (JSON)")
     ap.add_argument("--csv", default=None, help="write every figure here (CSV)")
     ap.add_argument("--plot", default=None, help="write the plot here (PNG, needs matplotlib)")

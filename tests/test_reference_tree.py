@@ -3,6 +3,7 @@ test, on the NumPy reference ``pp3.reference.tree``."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -630,3 +631,28 @@ def test_a_chain_with_an_invalid_draft_is_section_11_too(kind: str) -> None:
     assert int(want.status[0]) == AcceptStatus.BAD_DRAFT
     for f in ("status", "accepted", "tokens"):
         assert_equal(getattr(got, f), getattr(want, f), f)
+
+
+# ----------------------------------------------------------------------------------------------------------- docs
+
+
+def test_the_engine_loop_of_docs_trees_runs() -> None:
+    """docs/TREES.md's first Python block (an engine's round: draft level by level, verify once), run with a toy
+    Markov drafter and target; its outputs are §12.5 V5's."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "TREES.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    rng = np.random.default_rng(20)
+    drafter = (rng.normal(size=(12, 12)) * 2).astype(np.float32)
+    target = (drafter + rng.normal(size=(12, 12))).astype(np.float32)
+    accepted = []
+    for seed in range(8):
+        ns: dict[str, Any] = {
+            "last_token": 3, "temperature": 1.0, "seed": seed, "round": 0, "position": 10,
+            "drafter_logits": lambda tokens, nodes: drafter[np.maximum(tokens[:, nodes], 0)],
+            "target_forward": lambda tokens, parents: target[np.maximum(tokens, 0)],
+        }
+        exec(code, ns)
+        v, a = ns["v"], ns["a"]
+        assert int(v.status[0]) == 0 and ns["emitted"].size == a + 1 and ns["kept"].tolist() == v.path[0, :a].tolist()
+        accepted.append(a)
+    assert max(accepted) == 2  # the loop drafts both levels
