@@ -364,10 +364,10 @@ def add_audit(sub: Any) -> None:
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--trees", action="store_true",
                     help="audit draft trees instead (SPEC.md §12, pp3.audit.e2e_tree): sampled trees verified by "
-                    "accept-tree and top-k trees by the walk, with the NumPy reference; needs no "
+                    "SPEC.md §12.6 and ranked trees by the walk of §12.9, with the NumPy reference; needs no "
                     "DSPARK_SAMPLED_TOP32; --device, --verifier and --plot do not apply")
     ap.add_argument("--shapes", nargs="+", default=None, metavar="SHAPE",
-                    help="with --trees: the tree shapes, of 2x2, 4-2-1, 8x1, chain (default: all)")
+                    help="with --trees: the tree shapes, named as in pp3.audit.e2e_tree.SHAPES (default: all)")
     ap.set_defaults(run=cmd_audit)
 
 
