@@ -591,6 +591,25 @@ def test_w1_w2_the_walk_descends_while_the_draw_is_a_child() -> None:
     assert_equal(got.tokens[:, 0], y.astype(np.int32), "the first token is the draw, a child or not")
 
 
+def test_ranked_children_need_the_walk() -> None:
+    """§12.6: verify_tree is lossless for drawn children only. The top-1 child of a sampled row (token 0, with
+    q(0) = 0.536 at tau 0.7) verified by §12.6 is accepted with probability 0.5 / 0.536 = 0.93 and never corrected to
+    (the residual has no mass on it), where p(0) = 1/2; the walk emits it half the time."""
+    n = 400
+    parents = [-1, 0]
+    drafter = np.tile(np.array([[[0.1, 0.0]]], np.float32), (n, 1, 1))
+    prop = propose_tree(drafter, 1.0, np.arange(n, dtype=np.uint64), 0, 0, parents, [0], children="top-k")
+    assert (prop.tokens[:, 1] == 0).all()
+    target = np.zeros((n, 2, 2), np.float32)  # p = (1/2, 1/2) at every node
+    status = np.concatenate([prop.status, np.zeros((n, 1), np.int8)], axis=1)
+    ids = np.concatenate([prop.ids, np.full((n, 1, K), -1, np.int32)], axis=1)
+    tix = np.concatenate([prop.tickets, np.zeros((n, 1, K), np.int32)], axis=1)
+    seeds = np.arange(n, dtype=np.uint64) + np.uint64(1000)
+    wrong = verify_tree(target, 1.0, parents, prop.tokens, status, ids, tix, seeds, 0, 0)
+    walk = verify_walk(target, 1.0, parents, prop.tokens, status, seeds, 0, 0)
+    assert (wrong.tokens[:, 0] == 0).mean() > 0.9 and 0.4 < (walk.tokens[:, 0] == 0).mean() < 0.6
+
+
 # ----------------------------------------------------------------------------------------------------------- §12.10
 
 

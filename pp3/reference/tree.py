@@ -577,7 +577,7 @@ class _Call:
     status_in: I64
     keys: Keys  # per row, at the root: position of the depth-1 nodes, column 0
 
-    def at(self, rows: I64, cur: I64, keys: Keys) -> Keys:
+    def at(self, cur: I64, keys: Keys) -> Keys:
         """The keys of each row's node: position + depth(u) (mod 2^64) and column(u)."""
         return Keys(keys.seed, keys.round, keys.position + self.tree.depth[cur].astype(np.uint64),
                     self.tree.column[cur].astype(np.uint64))
@@ -632,7 +632,7 @@ def verify_tree(
 
     def rule(rows: I64, cur: I64, p: I64, keys: Keys) -> tuple[I64, I64]:  # N1-N5 at each row's node
         kids, k = _kids_of(call.tree, call.tokens, rows, cur, expands)
-        at = call.at(rows, cur, keys)
+        at = call.at(cur, keys)
         j, a, sigma = verify_node(p, ids[rows, cur], tix[rows, cur], kids, k, at)
         child = np.where(j >= 0, call.tree.first_child[cur] + j, -1)
         return child, np.where(j >= 0, EMPTY_ID, final_draw(a, sigma, at))
@@ -665,7 +665,7 @@ def verify_walk(
 
     def rule(rows: I64, cur: I64, p: I64, keys: Keys) -> tuple[I64, I64]:  # W1-W2
         kids, _ = _kids_of(call.tree, call.tokens, rows, cur, expands)
-        at = call.at(rows, cur, keys)
+        at = call.at(cur, keys)
         y = final_draw(p.astype(np.uint64), np.full(rows.size, P_TICKETS, dtype=np.uint64), at)  # W1: y from p
         match = kids == y[:, None]
         child = np.where(match.any(axis=1), call.tree.first_child[cur] + match.argmax(axis=1), -1)  # W2
