@@ -11,6 +11,7 @@ import numpy.typing as npt
 import pytest
 
 import pp3
+from pp3.audit.chisq import pearson
 from pp3.reference import (
     ACCEPT_TREE_SEMANTIC_ID,
     DOMAIN_ACCEPT,
@@ -38,6 +39,7 @@ from pp3.reference import tree as T
 from pp3.reference.philox import philox4x64_10, uniform_below
 from pp3.testing.compare import assert_equal
 from pp3.testing.drafts import BROKEN_DRAFTS, break_draft, random_case
+from pp3.testing.mutants import patched
 
 F32 = npt.NDArray[np.float32]
 U64 = npt.NDArray[np.uint64]
@@ -271,6 +273,24 @@ def test_d4_drawn_without_replacement() -> None:
             cum = np.cumsum([left[i] for i in sorted(left)])
             assert sorted(left)[int((cum <= int(u[0])).sum())] == c
             del left[c]
+
+
+@pytest.mark.parametrize("mutant", [None, "tree-draw-with-replacement"])
+def test_d4_children_have_the_without_replacement_law(mutant: str | None) -> None:
+    """§12.4 D4 in law: over 20,000 seeds the ordered pair of children (c_1, c_2) has the exact law
+    Q(a) Q(b) / (2^24 (2^24 - Q(a))), a != b (Pearson's chi-square, alpha = 0.001); drawing with replacement
+    (pp3.testing.mutants) puts draws where that law has none and is rejected outright."""
+    n, v = 20_000, 5
+    x = np.tile(np.array([[[0.0, -0.5, -1.0, -1.5, -2.0]]], np.float32), (n, 1, 1))
+    with patched(mutant):
+        p = propose_tree(x, 1.0, np.arange(n, dtype=np.uint64), 3, 7, [-1, 0, 0], [0], tau=1.0)
+    q = np.zeros(v)
+    q[p.ids[0, 0, :v]] = p.tickets[0, 0, :v]
+    law = np.array([[q[a] * q[b] / (TICKETS * (TICKETS - q[a])) if a != b else 0.0 for b in range(v)]
+                    for a in range(v)])
+    counts = np.bincount(p.tokens[:, 1] * v + p.tokens[:, 2], minlength=v * v)
+    test = pearson(counts, law.ravel())
+    assert (test.p > 1e-3) if mutant is None else (test.p == 0.0 and test.support_violations > 0), test
 
 
 def test_d4_first_draw_maps_w0_top_24_bits() -> None:
