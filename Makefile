@@ -137,6 +137,18 @@ golden: $(STAMP)
 stats: $(STAMP)
 	$(VPY) -m stats
 
+# The end-to-end audit of draft trees at full size (SPEC.md §12; tests/test_e2e_tree.py runs a CI-sized part): every
+# shape, both verifiers, T = 0, 0.5, 1, 2, and the planted tree bugs; the tables go to results/e2e_trees.md.
+.PHONY: audit-e2e-trees tree-acceptance
+audit-e2e-trees: $(STAMP)
+	mkdir -p results
+	$(VPY) -m pp3 audit-e2e --trees --n 100000 --mutant-n 20000 --markdown results/e2e_trees.md
+
+# Accepted tokens per verification step of sampled trees, top-k trees and chains (docs/TREES.md's figures and plot).
+tree-acceptance: $(STAMP)
+	$(VPY) -m bench.tree_acceptance --json docs/tree_acceptance.json --csv docs/tree_acceptance.csv \
+	  --plot docs/tree_acceptance.png --markdown results/tree_acceptance.md
+
 bench: $(STAMP)
 	$(VPY) -m bench
 

@@ -436,6 +436,12 @@ def add_audit(sub: Any) -> None:
     ap.add_argument("--markdown", metavar="MD", default=None, help="write the tables here")
     ap.add_argument("--json", action="store_true", help="print the full log as one JSON document on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--trees", action="store_true",
+                    help="audit draft trees instead (SPEC.md §12, pp3.audit.e2e_tree): sampled trees verified by "
+                    "SPEC.md §12.6 and ranked trees by the walk of §12.9, with the NumPy reference; needs no "
+                    "DSPARK_SAMPLED_TOP32; --device, --verifier and --plot do not apply")
+    ap.add_argument("--shapes", nargs="+", default=None, metavar="SHAPE",
+                    help="with --trees: the tree shapes, named as in pp3.audit.e2e_tree.SHAPES (default: all)")
     ap.set_defaults(run=cmd_audit)
 
 
@@ -467,6 +473,10 @@ def cmd_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             if _given(parser, args, dest):
                 parser.error(f"--{dest.replace('_', '-')}: applies to the planted bugs, and --no-mutants runs none")
     _need("pp3 audit-e2e", ("torch",))  # before pp3.drafter, which imports it
+    if args.trees:
+        return _cmd_audit_trees(args)
+    if args.shapes is not None:
+        raise Refusal("pp3 audit-e2e: --shapes needs --trees")
     from pp3.drafter import SAMPLED_ENV, sampled_enabled
 
     if not sampled_enabled():
@@ -529,6 +539,43 @@ def cmd_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.json:
         log = audit.to_json() | {"verifier": args.verifier, "seconds": round(seconds, 1), "environment": _stamp()}
         print(json.dumps(log, indent=1))
+    else:
+        print(text)
+    return 0 if audit.passed else 1
+
+
+def _cmd_audit_trees(args: argparse.Namespace) -> int:
+    """``pp3 audit-e2e --trees``: pp3.audit.e2e_tree on the chain audit's Markov pair, with the reference."""
+    for flag, value, default in (("--device", args.device, "cpu"), ("--verifier", args.verifier, "reference"),
+                                 ("--plot", args.plot, None)):
+        if value != default:
+            raise Refusal(f"pp3 audit-e2e: {flag} does not apply to --trees (the tree audit runs the reference)")
+    from pp3.audit import e2e, e2e_tree
+
+    shapes = args.shapes or list(e2e_tree.SHAPES)
+    unknown = [x for x in shapes if x not in e2e_tree.SHAPES]
+    if unknown:
+        raise Refusal(f"pp3 audit-e2e: --shapes: unknown {unknown}; expected some of {list(e2e_tree.SHAPES)}")
+    _writable_file("--markdown", args.markdown)
+    setup = e2e.make_setup(vocab=args.vocab)
+    bar = ProgressBar(not args.quiet)
+    t0 = time.perf_counter()
+    audit = e2e_tree.run_audit(
+        setup, args.n, shapes=shapes, temperatures=args.temperatures,
+        mutants=() if args.no_mutants else e2e_tree.MUTANTS, mutant_temperatures=args.mutant_temperatures,
+        mutant_n=args.mutant_n, alpha=args.alpha, seed=args.seed, batch=args.batch, progress=bar,
+    )
+    seconds = time.perf_counter() - t0
+    text = (f"end-to-end audit of draft trees: V={setup.vocab}, drafter tau {setup.tau}, alpha {args.alpha} (Holm over "
+            f"each family), {args.n:,} sequences per case\n\n{audit.table()}\n")
+    if audit.mutants:
+        text += f"\n{audit.mutant_table()}\n"
+    text += f"\naudit-e2e --trees: {'PASS' if audit.passed else 'FAIL'} ({seconds:.0f}s)\n"
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    if args.json:
+        print(json.dumps(audit.to_json() | {"seconds": round(seconds, 1), "environment": _stamp()}, indent=1))
     else:
         print(text)
     return 0 if audit.passed else 1

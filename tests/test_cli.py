@@ -389,7 +389,8 @@ def test_conformance_json(capsys: pytest.CaptureFixture[str]) -> None:
     doc = document(out)
     assert rc == 0 and doc["verdict"] == "PASS" and doc["implementations"] == ["reference"]
     assert {r["file"] for r in doc["results"]} == {
-        "dyadic24-floor-first-v1.jsonl", "accept-dyadic24-v1.jsonl", "philox4x64_10.kat", "expf.wc"}
+        "dyadic24-floor-first-v1.jsonl", "accept-dyadic24-v1.jsonl", "philox4x64_10.kat", "expf.wc",
+        "tree-draw-dyadic24-v1.jsonl", "accept-tree-dyadic24-v1.jsonl", "walk-tree-dyadic24-v1.jsonl"}
 
 
 def test_conformance_fails_on_a_planted_reference_bug(capsys: pytest.CaptureFixture[str]) -> None:
