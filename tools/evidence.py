@@ -632,9 +632,9 @@ def rows_of_file(path: Path, rel: str) -> tuple[list[dict[str, str]], list[dict[
     elif name == "stats.log":
         verdict = _count(text, r"^(?:stats|verdict)\W+(PASS|FAIL)")
         row("stats-gpu", verdict[-1] == "PASS" if verdict else False, verdict[-1] if verdict else "no verdict")
-    elif m := re.fullmatch(r"e2e_gpu_(triton|flashinfer)\.log", name):
+    elif m := re.fullmatch(r"e2e_gpu_(triton|flashinfer)\.log|e2e_(trees)\.log", name):
         ok = bool(_count(text, r"^audit-e2e: PASS"))
-        row(f"e2e-{m.group(1)}", ok, "PASS, planted bugs caught" if ok else "FAIL")
+        row(f"e2e-{m.group(1) or m.group(2)}", ok, "PASS, planted bugs caught" if ok else "FAIL")
     elif name == "bench.json":
         doc = json.loads(text)
         for r in doc["results"]:
