@@ -350,10 +350,10 @@ def status_block(claims: Claims, standings: list[Standing]) -> list[str]:
         if any(r["verdict"] != "PASS" for r in ran):
             verdict = "FAIL"
         else:
-            verdict = "pass" if len(ran) == len(ss) else f"pass, {len(ss) - len(ran)} never run"
+            verdict = "pass" if len(ran) == len(ss) else f"pass, {len(ss) - len(ran)} not run"
         stale = sum(s.state == "stale" for s in ss)
         if stale:
-            verdict += f", {stale} of {len(ss)} stale"
+            verdict += f", {stale}/{len(ss)} stale"
         oldest = min(ran, key=lambda r: r["date"]) if ran else None
         rows.append((f"[{sm.text}][{sm.anchor}]", verdict, _run(oldest) if oldest else "—"))
     anchors = sorted({sm.anchor for sm in claims.summaries})
