@@ -18,9 +18,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
+
+from pp3.audit._parser import Parser as OneLineParser
 
 DIST = "pp3-exact"  # the distribution's name (the import package is pp3)
 SCHEMA_VERSION = 1
@@ -45,15 +47,11 @@ class Refusal(Exception):
     """A run that cannot start: its message is printed as one line on stderr, and the exit status is 2."""
 
 
-class Parser(argparse.ArgumentParser):
+class Parser(OneLineParser):
     """argparse with one-line errors: "PROG: MESSAGE (see PROG --help)" on stderr, exit status 2. ``commands``: the
     subcommands' parsers by name (``pp3``'s own parser)."""
 
     commands: dict[str, argparse.ArgumentParser]
-
-    def error(self, message: str) -> NoReturn:
-        line = " ".join(message.split())
-        self.exit(2, f"{self.prog}: {line} (see {self.prog} --help)\n")
 
 
 class HelpFormatter(argparse.HelpFormatter):

@@ -51,8 +51,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pp3.audit import fast_accept
+from pp3.audit._parser import Parser
 from pp3.audit._pipeline import pipeline, read_rows
-from pp3.cli import Parser
 from pp3.reference import DOMAIN_ACCEPT, P_TICKETS, Q_SHIFT, TICKETS, Verdict, uniform_below
 from pp3.reference._constants import MAX_VOCAB
 from pp3.testing.call import (
