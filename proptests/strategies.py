@@ -418,10 +418,12 @@ def oracle_rows(draw: st.DrawFn, max_v: int = 80) -> list[float]:
 
 # ------------------------------------------------------------------------------------------------------ sizing
 
-# Examples per property test by Hypothesis profile (the root conftest registers the profiles). ``ci``: ``pytest -n 2
-# proptests`` took 80 s on 2 busy CPU cores under the Triton interpreter (budget: 6 min; the interpreter's cost
-# follows the kernels' algorithm, so re-time after changing them). ``gpu``: compiled kernels on a CUDA GPU.
-EXAMPLES = {"ci": 40, "dev": 100, "gpu": 2000}
+# Examples per property test by Hypothesis profile (the root conftest registers the profiles), beside each test's
+# explicit @example cases, which always run. ``ci``: under the Triton interpreter a call of the segment selector
+# (three launches, a program per segment) costs seconds of a CPU, and at 40 examples the kernel properties took
+# ~16 of make test's ~35 CPU-minutes (2 busy cores); at 15, ~6 (budget: 6; re-time after changing the kernels).
+# ``gpu``: compiled kernels on a CUDA GPU (make props-gpu), where the examples are cheap.
+EXAMPLES = {"ci": 15, "dev": 100, "gpu": 2000}
 
 
 def prop_settings(factor: float = 1.0) -> settings:

@@ -83,7 +83,9 @@ def _check(x32: np.ndarray[Any, Any], fmt: str, *, tile: int | None = None, cuts
     (100, None),  # one partial tile
     (1000, 32),  # 32 tiles, the last partial
     (5000, None),  # the automatic tile
-    (32000, None),  # the row's end inside its last tile (fp16 / bf16 once read NaN there on the H200)
+    # The row's end inside a long last tile: fp16 / bf16 once read NaN there on the H200, a bug of the compiled code
+    # that the interpreter (no compiler; the end of a row as at V = 5000) cannot show: on a GPU only.
+    pytest.param(32000, None, marks=pytest.mark.skipif(DEVICE == "cpu", reason="a GPU code-generation case")),
 ])
 @pytest.mark.parametrize("how", ["keys", "rescan"])
 def test_equals_the_reference_t0_rows(fmt: str, v: int, tile: int | None, how: str) -> None:
