@@ -365,6 +365,14 @@ def to_numpy(res: Any) -> Any:
 
 # ----------------------------------------------------------------------------------------------------- verifier
 
+# The types a target temperature may be given in besides fp32 (SPEC.md §11.2): name -> (bits type, NumPy type that
+# holds it or None, torch dtype name).
+GIVEN_TEMPERATURE: dict[str, tuple[type[np.unsignedinteger[Any]], Any, str]] = {
+    "float64": (np.uint64, np.float64, "float64"),
+    "float16": (np.uint16, np.float16, "float16"),
+    "bfloat16": (np.uint16, None, "bfloat16"),
+}
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AcceptCall:
@@ -383,6 +391,9 @@ class AcceptCall:
     position: npt.NDArray[np.uint64]  # [B], of draft 0
     tile: int | None = None  # the verifier's tile (None: its default)
     name: str = ""  # what the call is, in reports
+    # The temperatures as the caller gave them, in another floating type than fp32 (SPEC.md §11.2 rounds them to
+    # fp32 first): (GIVEN_TEMPERATURE's dtype name, their raw bits [B]); ``temperature`` holds the fp32 values.
+    given_temperature: tuple[str, npt.NDArray[Any]] | None = None
 
     @classmethod
     def of(cls, target_logits: Any, target_temperature: Any, seed: Any, round: Any, position: Any,
@@ -430,7 +441,10 @@ class AcceptCall:
         idx = [int(r) for r in rows]
         per_row = ("bits", "temperature", "draft_tokens", "draft_status", "draft_ids", "draft_tickets", "seed",
                    "round", "position")
-        return dataclasses.replace(self, **{f: getattr(self, f)[idx].copy() for f in per_row})
+        given = None if self.given_temperature is None else (
+            self.given_temperature[0], self.given_temperature[1][idx].copy())
+        return dataclasses.replace(self, **{f: getattr(self, f)[idx].copy() for f in per_row},
+                                   given_temperature=given)
 
     def replace(self, **changes: Any) -> AcceptCall:
         return dataclasses.replace(self, **changes)
@@ -438,11 +452,33 @@ class AcceptCall:
     def draft(self) -> dict[str, npt.NDArray[Any]]:
         return {f: getattr(self, f) for f in ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")}
 
+    def reference_logits(self) -> npt.NDArray[Any]:
+        """What the reference takes: fp32 or fp16 arrays; bf16 widened from its bits."""
+        return self.fmt.widen(self.bits) if self.fmt.name != "fp16" else self.bits.view(np.float16)
+
+    def reference_temperature(self) -> npt.NDArray[Any]:
+        """The temperatures as NumPy holds them: as given (float64, fp16), else fp32 (NumPy has no bf16; its fp32
+        value is the bf16 value exactly)."""
+        if self.given_temperature is None or self.given_temperature[0] == "bfloat16":
+            return self.temperature
+        dtype, bits = self.given_temperature
+        return bits.view(GIVEN_TEMPERATURE[dtype][1])
+
+    def torch_temperature(self, device: Any) -> Any:
+        """The temperatures as a torch tensor of the type they were given in (fp32 without ``given_temperature``)."""
+        import torch
+
+        if self.given_temperature is None:
+            return torch.from_numpy(self.temperature.copy()).to(device)
+        dtype, bits = self.given_temperature
+        signed = {8: np.int64, 2: np.int16}[bits.dtype.itemsize]
+        return torch.from_numpy(bits.view(signed).copy()).view(getattr(torch, GIVEN_TEMPERATURE[dtype][2])).to(device)
+
     def run_reference(self) -> Verdict:
         """``pp3.reference.verify`` on this call (bf16 widened from its bits; looked up at each call, so that a planted
         bug is seen)."""
-        x = self.fmt.widen(self.bits) if self.fmt.name != "fp16" else self.bits.view(np.float16)
-        out: Verdict = accept.verify(target_logits=x, target_temperature=self.temperature, **self.draft(),
+        out: Verdict = accept.verify(target_logits=self.reference_logits(),
+                                     target_temperature=self.reference_temperature(), **self.draft(),
                                      seed=self.seed, round=self.round, position=self.position)
         return out
 
@@ -459,7 +495,8 @@ class AcceptCall:
             return torch.from_numpy(np.ascontiguousarray(arr).copy()).to(dev)
 
         res = kernels.verify(
-            bits_tensor(self.fmt, self.bits, dev), t(self.temperature), t(self.draft_tokens), t(self.draft_status),
+            bits_tensor(self.fmt, self.bits, dev), self.torch_temperature(dev), t(self.draft_tokens),
+            t(self.draft_status),
             t(self.draft_ids), t(self.draft_tickets), t(self.seed), t(self.round), t(self.position), tile=self.tile,
         )
         out: Verdict = to_numpy(res)
