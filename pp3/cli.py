@@ -283,11 +283,38 @@ def add_verify(sub: Any) -> None:
                     help="where the first failing case of each kernel is written")
     ap.add_argument("--replay", type=_replay_file, metavar="FILE",
                     help="re-run one written case (selector_first.npz or verifier_first.npz) on both implementations")
+    ap.add_argument("--impl", type=_impl, action="append", default=None, metavar="ROLE=NAME",
+                    help="check this implementation instead of pp3's kernels: ROLE selector or verifier, NAME "
+                    "PKG.MOD:CALLABLE or an entry point of the group pp3.implementations (pp3-kernels, pp3-reference: "
+                    "pp3's own); repeatable; only the parts of the roles given run (docs/CONFORMANCE.md)")
+    ap.add_argument("--expected-failures", metavar="FILE", default=None,
+                    help="a TOML file of the implementation's known failures (suite, case, reason): they do not fail "
+                    "the verdict, and an entry that no longer fails is reported")
+    ap.add_argument("--call-timeout", type=_open_interval(0.0, 86400.0), default=300.0, metavar="S",
+                    help="seconds one call of an implementation may take before it is named a timeout and abandoned")
+    ap.add_argument("--law", action="store_true",
+                    help="also the lossless-in-law verdict (the end-to-end audit for a verifier, stats/ for a "
+                    "selector) for implementations that claim bit-exactness (it always runs for those that do not)")
+    ap.add_argument("--law-n", type=_int_in(100, 10**9), default=100_000, metavar="N",
+                    help="sequences (draws) per case of the law audits, 100 .. 10^9")
+    ap.add_argument("--alpha", type=_open_interval(0.0, 1.0), default=0.01,
+                    help="family-wise alpha of the law audits (Holm), in (0, 1)")
     ap.set_defaults(run=cmd_verify)
 
 
+def _impl(text: str) -> tuple[str, str]:
+    """An argparse type: ROLE=NAME (the implementation is loaded when the run starts)."""
+    role, sep, name = text.partition("=")
+    if not sep or role not in ("selector", "verifier") or not name:
+        raise argparse.ArgumentTypeError(f"expected selector=NAME or verifier=NAME, got {text!r}")
+    return role, name
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    _need_kernels_run("pp3 verify")
+    if args.impl:  # pp3.audit.parity refuses where pp3's kernels must run and cannot
+        _need("pp3 verify", ("torch",))
+    else:
+        _need_kernels_run("pp3 verify")
     if args.replay is None:
         _writable_folder("--out", args.out)
     from pp3.audit import parity
@@ -351,10 +378,11 @@ def add_audit(sub: Any) -> None:
                     help="vocabulary V, 2 .. 64 (the joint law of three tokens has V^3 bins)")
     ap.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0, help="seed of the sequences, 0 .. 2^32-1")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the drafter runs")
-    ap.add_argument("--verifier", choices=("reference", "triton", "flashinfer"), default="reference",
-                    help="reference, triton (the kernel: a CUDA GPU or TRITON_INTERPRET=1) or flashinfer "
+    ap.add_argument("--verifier", type=_audit_verifier, default="reference", metavar="VERIFIER",
+                    help="reference, triton (the kernel: a CUDA GPU or TRITON_INTERPRET=1), flashinfer "
                     "(FlashInfer's chain_speculative_sampling fed pp3's exact q; needs --device cuda; its planted bug "
-                    "feeds it the greedy path's q)")
+                    "feeds it the greedy path's q), or any verifier through the seam: PKG.MOD:CALLABLE or an entry "
+                    "point of the group pp3.implementations (docs/CONFORMANCE.md)")
     ap.add_argument("--batch", type=_int_in(1, 1 << 20), default=1 << 16,
                     help="sequences per simulated batch, 1 .. 2^20")
     ap.add_argument("--plot", metavar="PNG", default=None,
@@ -365,17 +393,38 @@ def add_audit(sub: Any) -> None:
     ap.set_defaults(run=cmd_audit)
 
 
+AUDIT_VERIFIERS = ("reference", "triton", "flashinfer")
+
+
+def _audit_verifier(text: str) -> str:
+    """An argparse type: one of AUDIT_VERIFIERS, or the name of an implementation (loaded when the run starts)."""
+    if text in AUDIT_VERIFIERS or ":" in text or text.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        return text
+    raise argparse.ArgumentTypeError(f"expected {', '.join(AUDIT_VERIFIERS)} or PKG.MOD:CALLABLE, got {text!r}")
+
+
 def _verifier(name: str) -> Callable[..., Any] | None:
-    """None (the reference verifier), the Triton verifier or FlashInfer's chain with the reference's convention."""
+    """None (the reference verifier), the Triton verifier, FlashInfer's chain, or a verifier through the seam
+    (``pp3.harness``: every call guarded), with the reference's convention."""
     if name == "reference":
         return None
     if name == "flashinfer":
         from pp3.testing.peers import flashinfer_verifier
 
         return flashinfer_verifier()
-    from pp3.testing.call import kernel_verifier
+    if name == "triton":
+        from pp3.testing.call import kernel_verifier
 
-    return kernel_verifier
+        return kernel_verifier
+    from pp3.harness.guard import Guard
+    from pp3.harness.law import reference_convention
+    from pp3.harness.protocol import ImplementationError, load
+
+    try:
+        impl = load(name, "verifier")[0]
+    except ImplementationError as e:
+        raise Refusal(f"--verifier: {e}") from None
+    return reference_convention(Guard(impl))
 
 
 def _verifier_mutants(name: str, none: bool) -> dict[str, Callable[..., Any]]:
@@ -405,24 +454,30 @@ def cmd_audit(args: argparse.Namespace) -> int:
     _writable_file("--plot", args.plot)
     _writable_file("--markdown", args.markdown)
     from pp3.audit import e2e
+    from pp3.harness.law import CallFailed
 
+    verifier = _verifier(args.verifier)
     setup = e2e.make_setup(vocab=args.vocab, device=args.device)
     bar = ProgressBar(not args.quiet)
     t0 = time.perf_counter()
-    audit = e2e.run_audit(
-        setup,
-        args.n,
-        temperatures=args.temperatures,
-        mutants=() if args.no_mutants else e2e.MUTANTS,
-        mutant_temperatures=args.mutant_temperatures,
-        mutant_n=args.mutant_n,
-        alpha=args.alpha,
-        seed=args.seed,
-        batch=args.batch,
-        verifier=_verifier(args.verifier),
-        verifier_mutants=_verifier_mutants(args.verifier, args.no_mutants),
-        progress=bar,
-    )
+    try:
+        audit = e2e.run_audit(
+            setup,
+            args.n,
+            temperatures=args.temperatures,
+            mutants=() if args.no_mutants else e2e.MUTANTS,
+            mutant_temperatures=args.mutant_temperatures,
+            mutant_n=args.mutant_n,
+            alpha=args.alpha,
+            seed=args.seed,
+            batch=args.batch,
+            verifier=verifier,
+            verifier_mutants=_verifier_mutants(args.verifier, args.no_mutants),
+            progress=bar,
+        )
+    except CallFailed as e:  # a verifier through the seam that raised, hung or returned the wrong fields
+        print(f"pp3 audit-e2e: FAIL: a call of the verifier failed: {e}", file=sys.stderr)
+        return 1
     seconds = time.perf_counter() - t0
     text = (
         f"end-to-end audit: V={setup.vocab}, depth {setup.depth}, drafter tau {setup.tau}, alpha {args.alpha} "

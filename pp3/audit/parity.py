@@ -1,24 +1,34 @@
-"""``pp3 verify`` (``make verify``): bitwise parity of both Triton kernels with the NumPy reference, and the
-conformance files.
+"""``pp3 verify`` (``make verify``): bitwise parity of an implementation of pp3's semantic IDs with the NumPy
+reference, and the conformance files: pp3's own Triton kernels by default, any other through the seam
+(``--impl ROLE=NAME``, ``pp3.harness``), pp3's kernels going through the same seam as everyone's.
 
 Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise):
 
-1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards), compared field
-   by field (status, token, ids, tickets): each call through ``propose`` (the segment selector; sharded calls the
-   tile selector), through the tile selector on one tensor, and through the greedy selector (``pp3.kernels.greedy``,
-   both ways of ``LaunchConfig.greedy``) with every temperature 0; and on a CUDA GPU the bulk rows at V = 163840
-   (``--bulk-rows``), the greedy selector on their T0 rows (on every row with ``--bulk-greedy``);
-2. the verifier (§11): the named calls (``accept-edges``) and the request rows of ``pp3.audit.accept_bulk``
-   (``accept-plans``), compared field by field (status, accepted, tokens);
-3. the conformance files (``pp3.audit.conformance``: golden vectors of both kernels, the Philox known answers,
-   the exponential's worst cases) on the reference and on the kernels.
+1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards, and the
+   invariance calls: a permuted batch, a row alone), compared field by field (status, token, ids, tickets), through
+   each selector implementation of the run (pp3's kernels: ``propose``, the segment selector, sharded calls through
+   ``tile_candidates`` and ``finalize``; launch C's gather; the tile selector; the greedy selector both ways of
+   ``LaunchConfig.greedy``, with every temperature 0: ``pp3.harness.builtin``); and on a CUDA GPU the bulk rows at
+   V = 163840 (``--bulk-rows``), the greedy selector on their T0 rows (on every row with ``--bulk-greedy``);
+2. the verifier (§11): the named calls (``accept-edges``, with their invariance calls) and the request rows of
+   ``pp3.audit.accept_bulk`` (``accept-plans``), compared field by field (status, accepted, tokens);
+3. the conformance files (``pp3.audit.conformance``: golden vectors of both roles, the Philox known answers, the
+   exponential's worst cases) on the reference and on the implementations.
+
+Every call goes through ``pp3.harness.guard`` (a time limit, the result's fields checked, the inputs unchanged, a
+replay of the first call of each suite and of every failing one), so an implementation that raises, hangs or
+returns the wrong thing fails its case by name and the run goes on. An implementation's declaration
+(``pp3.harness.Capabilities``) decides which calls it gets; the others are listed as skipped, with the reason.
 
 Sizes: ``quick`` (``--quick``), ``standard`` (the default without CUDA: the kernels in Triton's interpreter,
 TRITON_INTERPRET=1) and ``full`` (``--full``, the default on a CUDA GPU: the SPEC vocabularies up to 262144). The
-first mismatching call of each kernel is written to ``--out`` (``selector_first.npz`` / ``verifier_first.npz``:
-inputs as raw bits and both outputs, and a ``.json`` of its first mismatching rows); ``pp3 verify --replay FILE``
-re-runs it on both implementations. Progress goes to stderr; ``--json`` prints one JSON document on stdout
-(``schema_version`` 1, ``verdict``, the environment stamp and every table). Arguments: ``pp3.cli``.
+first failing call of each suite is written to ``--out`` (the first of a part as ``selector_first.npz`` /
+``verifier_first.npz``, the first of each later suite as ``selector_first.<suite>.npz``: inputs as raw bits and
+both outputs, and a ``.json`` of its first mismatching rows); ``pp3 verify --replay FILE`` re-runs it (with the
+``--impl`` it names). Progress goes to stderr; ``--json`` prints one JSON document on stdout (``schema_version`` 1,
+``verdict``, the environment stamp, every table, the implementations' declarations, the skipped calls, the
+expected failures met, and the two verdicts: bit-exact and, where asked or where an implementation does not claim
+bit-exactness, lossless in law, ``pp3.harness.law``). Arguments: ``pp3.cli``.
 """
 
 from __future__ import annotations
@@ -26,17 +36,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pp3.audit._pipeline import pipeline, read_rows
-from pp3.audit.suites import accept_suites, hashed_rows, hashed_rows_torch, suites
+from pp3.audit.suites import accept_invariance, accept_suites, hashed_rows, hashed_rows_torch, invariance, suites
+from pp3.harness import adapt, builtin
+from pp3.harness.guard import DEFAULT_TIME_LIMIT, Guard, Outcome
+from pp3.harness.protocol import ROLES, Implementation, ImplementationError, Role, load
+from pp3.harness.xfail import ExpectedFailures, ExpectedFailuresError
 from pp3.reference import DEFAULT_TAU, Proposal, Verdict
 from pp3.testing.call import FORMATS, AcceptCall, Call
 from pp3.testing.compare import row_mismatch, rows_per_field
@@ -47,8 +62,8 @@ SELECTOR_FIELDS = ("status", "token", "ids", "tickets")
 VERIFIER_FIELDS = ("status", "accepted", "tokens")
 FIELDS = SELECTOR_FIELDS  # the selector's (the bulk rows' table)
 PARTS = ("selector", "verifier", "conformance")
-# The selector part's suites, one per kernel a call runs through (``Call.kernel``), in the order they run.
-SELECTOR_KERNELS = ("propose", "gather", "tiles", "greedy", "rescan")
+# The selector part's suites, one per variant of pp3's kernels a call runs through (``Call.kernel``), in order.
+SELECTOR_KERNELS = builtin.SELECTOR_KERNELS
 SIZES = ("quick", "standard", "full")
 DRAFT_FIELDS = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
 
@@ -57,19 +72,25 @@ def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def replay_command(path: Path | str) -> str:
-    return f"pp3 verify --replay {path}"
+def replay_command(path: Path | str, impl: Implementation | None = None) -> str:
+    """The line that replays a written case (with the ``--impl`` it ran through, unless pp3's default kernels)."""
+    line = f"pp3 verify --replay {path}"
+    return f"{line} --impl {impl.role}={impl.spec}" if impl is not None and impl.spec else line
 
 
 # ------------------------------------------------------------------------------------------------------ failures
 
 
-def _rows_report(call: Call | AcceptCall, ref: Any, got: Any, fields: tuple[str, ...], path: Path) -> dict[str, Any]:
-    bad = np.flatnonzero(row_mismatch(got, ref))
+def _rows_report(call: Call | AcceptCall, ref: Any, got: Any, fields: tuple[str, ...], path: Path,
+                 impl: Implementation | None, failure: str, detail: str) -> dict[str, Any]:
+    bad = np.arange(call.b) if got is None else np.flatnonzero(row_mismatch(got, ref))
     small = isinstance(call, Call) and call.v <= 4096
     return {
         "case": call.name,
-        "replay": replay_command(path),
+        "failure": failure,
+        "detail": detail,
+        "implementation": "pp3 kernels" if impl is None else impl.label,
+        "replay": replay_command(path, impl),
         "mismatching_rows": bad.tolist(),
         "rows": [
             {
@@ -77,17 +98,28 @@ def _rows_report(call: Call | AcceptCall, ref: Any, got: Any, fields: tuple[str,
                 "inputs": call.row_inputs(int(r)),
                 **({"call": repr(call.take([int(r)]))} if small else {}),
                 "reference": {f: np.asarray(getattr(ref, f)[r]).tolist() for f in fields},
-                "kernel": {f: np.asarray(getattr(got, f)[r]).tolist() for f in fields},
+                "kernel": None if got is None else {f: np.asarray(getattr(got, f)[r]).tolist() for f in fields},
             }
             for r in bad[:4]
         ],
     }
 
 
-def dump_failure(out: Path, call: Call, ref: Proposal, got: Proposal) -> Path:
+def _outputs(fields: tuple[str, ...], ref: Any, got: Any) -> dict[str, Any]:
+    return {**{f"reference_{f}": getattr(ref, f) for f in fields},
+            **({} if got is None else {f"kernel_{f}": getattr(got, f) for f in fields})}
+
+
+def _meta(failure: str, detail: str, impl: Implementation | None) -> dict[str, Any]:
+    return {"failure": failure, "detail": detail, "impl": "" if impl is None else impl.spec,
+            "variant": "" if impl is None else impl.variant}
+
+
+def dump_failure(out: Path, call: Call, ref: Proposal, got: Proposal | None, *, name: str = "selector_first",
+                 failure: str = "mismatch", detail: str = "", impl: Implementation | None = None) -> Path:
     """Write a selector call (inputs and both outputs; floats as bits) for ``--replay``; returns the .npz path."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "selector_first.npz"
+    path = out / f"{name}.npz"
     np.savez(
         path,
         kernel="selector",
@@ -102,54 +134,93 @@ def dump_failure(out: Path, call: Call, ref: Proposal, got: Proposal) -> Path:
         tile=-1 if call.tile is None else call.tile,
         cuts=np.array(call.cuts, dtype=np.int64),
         selector_kernel=call.kernel,
-        **{f"reference_{f}": getattr(ref, f) for f in SELECTOR_FIELDS},
-        **{f"kernel_{f}": getattr(got, f) for f in SELECTOR_FIELDS},
+        **_meta(failure, detail, impl),
+        **_outputs(SELECTOR_FIELDS, ref, got),
     )
-    path.with_suffix(".json").write_text(json.dumps(_rows_report(call, ref, got, SELECTOR_FIELDS, path), indent=1))
+    report = _rows_report(call, ref, got, SELECTOR_FIELDS, path, impl, failure, detail)
+    path.with_suffix(".json").write_text(json.dumps(report, indent=1))
     return path
 
 
-def dump_accept_failure(out: Path, call: AcceptCall, ref: Verdict, got: Verdict) -> Path:
+def dump_accept_failure(out: Path, call: AcceptCall, ref: Verdict, got: Verdict | None, *,
+                        name: str = "verifier_first", failure: str = "mismatch", detail: str = "",
+                        impl: Implementation | None = None) -> Path:
     """Write a verifier call (raw target bits, drafts, keys, both outputs) for ``--replay``; returns the .npz path."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "verifier_first.npz"
+    path = out / f"{name}.npz"
+    given = {} if call.given_temperature is None else {"given_dtype": call.given_temperature[0],
+                                                       "given_bits": call.given_temperature[1]}
     arrays: dict[str, Any] = {
         "kernel": "verifier", "name": call.name, "fmt": call.fmt.name, "bits": call.bits,
         "temperature": call.temperature, **call.draft(), "seed": call.seed, "round": call.round,
-        "position": call.position, "tile": -1 if call.tile is None else call.tile,
-        **{f"reference_{f}": getattr(ref, f) for f in VERIFIER_FIELDS},
-        **{f"kernel_{f}": getattr(got, f) for f in VERIFIER_FIELDS},
+        "position": call.position, "tile": -1 if call.tile is None else call.tile, **given,
+        **_meta(failure, detail, impl), **_outputs(VERIFIER_FIELDS, ref, got),
     }
     np.savez(path, **arrays)
-    path.with_suffix(".json").write_text(json.dumps(_rows_report(call, ref, got, VERIFIER_FIELDS, path), indent=1))
+    report = _rows_report(call, ref, got, VERIFIER_FIELDS, path, impl, failure, detail)
+    path.with_suffix(".json").write_text(json.dumps(report, indent=1))
     return path
 
 
+def dump_primitive(out: Path, stem: str, name: str, case: str, inputs: tuple[np.ndarray[Any, Any], ...],
+                   ref: np.ndarray[Any, Any], got: np.ndarray[Any, Any] | None, failure: str, detail: str,
+                   impl: Implementation | None) -> Path:
+    """Write the items of a primitive's check (``philox``: ctr, key; ``expf``: z) where it failed, with both
+    outputs, for ``--replay``; returns the .npz path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{stem}.npz"
+    args = dict(zip(adapt.PRIMITIVE_ARGS[name], inputs, strict=True))
+    arrays: dict[str, Any] = {"kernel": name, "name": case, **args, "reference": ref,
+                              **({} if got is None else {"got": got}), **_meta(failure, detail, impl)}
+    np.savez(path, **arrays)
+    report = {"case": case, "failure": failure, "detail": detail, "replay": replay_command(path, impl),
+              "items": [{**{k: np.asarray(a[i]).tolist() for k, a in args.items()},
+                         "reference": np.asarray(ref[i]).tolist(),
+                         "got": None if got is None else np.asarray(got[i]).tolist()} for i in range(min(4, len(ref)))]}
+    path.with_suffix(".json").write_text(json.dumps(report, indent=1, default=str))
+    return path
+
+
+def _slug(suite: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", suite).strip("-") or "suite"
+
+
 class Failures:
-    """Where one kernel's mismatching calls go: the first one is written to ``out`` with the command that replays
-    it."""
+    """Where one role's failing calls go: the first call of each suite is written to ``out`` with the command that
+    replays it, the first of them all as ``<stem>.npz`` (``first``), the first of each later suite as
+    ``<stem>.<suite>.npz``."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, role: Role = "selector", stem: str | None = None) -> None:
         self.out = out
+        self.role = role
+        self.stem = stem or f"{role}_first"
         self.first: Path | None = None
+        self.suites: dict[str, dict[str, Any]] = {}
 
-    def add(self, call: Call, ref: Proposal, got: Proposal) -> None:
-        if self.first is None:
-            self.first = dump_failure(self.out, call, ref, got)
-
-    def add_accept(self, call: AcceptCall, ref: Verdict, got: Verdict) -> None:
-        if self.first is None:
-            self.first = dump_accept_failure(self.out, call, ref, got)
+    def add(self, call: Call | AcceptCall, ref: Any, got: Any, suite: str = "", failure: str = "mismatch",
+            detail: str = "", impl: Implementation | None = None) -> None:
+        if suite in self.suites:
+            return
+        name = self.stem if self.first is None else f"{self.stem}.{_slug(suite)}"
+        kw: dict[str, Any] = {"name": name, "failure": failure, "detail": detail, "impl": impl}
+        path = (dump_accept_failure(self.out, call, ref, got, **kw) if isinstance(call, AcceptCall)
+                else dump_failure(self.out, call, ref, got, **kw))
+        self.first = self.first or path
+        self.suites[suite] = {"case": call.name, "failure": failure, "detail": detail, "file": str(path),
+                              "replay": replay_command(path, impl)}
 
 
 REPLAY_KEYS = {
     "selector": ("name", "fmt", "bits", "temperature", "seed", "round", "position", "tau", "tile", "cuts"),
     "verifier": ("name", "fmt", "bits", "temperature", *DRAFT_FIELDS, "seed", "round", "position", "tile"),
+    "philox": ("name", "ctr", "key", "reference"),
+    "expf": ("name", "z", "reference"),
 }
 
 
 def replay_kind(path: str) -> str | None:
-    """The kernel of a file ``--replay`` can run ("selector" or "verifier"), or None if it is not one."""
+    """The kernel of a file ``--replay`` can run ("selector", "verifier", or a primitive: "philox", "expf"), or None
+    if it is not one."""
     try:
         with np.load(path) as z:
             kind = str(z["kernel"]) if "kernel" in z.files else "selector"
@@ -182,29 +253,83 @@ def load_accept_case(path: str) -> AcceptCall:
     z = np.load(path)
     tile = int(z["tile"])
     keys = ("temperature", *DRAFT_FIELDS, "seed", "round", "position")
+    given = (str(z["given_dtype"]), z["given_bits"]) if "given_dtype" in z.files else None
     return AcceptCall(FORMATS[str(z["fmt"])], z["bits"], **{k: z[k] for k in keys}, tile=None if tile < 0 else tile,
-                      name=str(z["name"]))
+                      name=str(z["name"]), given_temperature=given)
 
 
-def replay(path: str, device: Any, as_json: bool = False) -> int:
-    """Re-run a dumped call on the kernel and the reference (both outputs printed, or one JSON document): exit
-    status 1 if they differ."""
-    kind = replay_kind(path)
+def _replay_impl(path: str, kind: Role, call: Call | AcceptCall,
+                 impls: dict[Role, list[Implementation]] | None) -> Implementation:
+    """The implementation a written case replays on: the given one of its role (the variant it ran through, if
+    several), else pp3's kernels (the variant ``Call.kernel`` names)."""
+    with np.load(path) as z:
+        variant = str(z["variant"]) if "variant" in z.files else None
+    if impls and impls.get(kind):
+        mine = impls[kind]
+        return next((i for i in mine if variant is not None and i.variant == variant), mine[0])
+    return builtin.kernel(call.kernel if isinstance(call, Call) else "verifier")
+
+
+def replay_primitive(path: str, kind: str, as_json: bool, impls: dict[Role, list[Implementation]] | None,
+                     time_limit: float) -> int:
+    """Re-run a written primitive check on the implementation that exports it (the given one, else pp3's kernels)
+    against the outputs the reference gave: exit status 1 if any item differs or the call fails by name."""
+    with np.load(path) as z:
+        inputs = tuple(z[k] for k in adapt.PRIMITIVE_ARGS[kind])
+        ref, case = z["reference"], str(z["name"])
+    given = [i for r in ROLES for i in (impls or {}).get(r, []) if kind in i.primitives]
+    impl = given[0] if given else builtin.kernel("propose")
+    got, failure, detail = Guard(impl, None, time_limit).run(adapt.primitive(impl, kind, inputs))
+    bits = {4: np.uint32, 8: np.uint64}[ref.dtype.itemsize]
+    bad = np.ones(len(ref), dtype=bool) if got is None else (got.view(bits) != ref.view(bits)).reshape(
+        len(ref), -1).any(axis=1)
+    if failure is None and bad.any():
+        failure, detail = "mismatch", f"{int(bad.sum())} of {len(ref)} differ"
+    verdict = "FAIL" if failure else "PASS"
+    if as_json:
+        print(json.dumps({"schema_version": SCHEMA_VERSION, "tool": "pp3 verify --replay", "verdict": verdict,
+                          "file": path, "kernel": kind, "case": case, "implementation": impl.label,
+                          "failure": failure, "detail": detail, "mismatching_items": int(bad.sum()),
+                          "environment": environment()}, indent=1))
+    else:
+        print(f"{case} ({kind}) on {impl.label}: {int(bad.sum())} of {len(ref)} items differ"
+              + (f"; failure: {failure}: {detail}" if failure and failure != "mismatch" else ""))
+        print(f"replay: {verdict}")
+    return 1 if failure else 0
+
+
+def replay(path: str, device: Any, as_json: bool = False, impls: dict[Role, list[Implementation]] | None = None,
+           time_limit: float = DEFAULT_TIME_LIMIT) -> int:
+    """Re-run a written call on the implementation and the reference (both outputs printed, or one JSON document),
+    through the guard (its time limit, its field checks, a replay of the call): exit status 1 if they differ or the
+    call fails by name."""
+    what = replay_kind(path)
+    if what in ("philox", "expf"):
+        return replay_primitive(path, what, as_json, impls, time_limit)
+    kind: Role = "verifier" if what == "verifier" else "selector"
     call: Call | AcceptCall = load_accept_case(path) if kind == "verifier" else load_case(path)
-    ref, got = call.run_reference(), call.run_kernel(device)
-    mism = rows_per_field(got, ref)
-    verdict = "FAIL" if any(mism.values()) else "PASS"
+    impl = _replay_impl(path, kind, call, impls)
+    if isinstance(call, Call):
+        call = call.replace(temperature=np.zeros_like(call.temperature)) if impl.t0_only else call
+    dev = device if impl.caps.api == "torch" and impl.caps.device is None else impl.device
+    outcome = Guard(impl, dev, time_limit).check(call, replay=True)
+    ref, got, mism = outcome.want, outcome.got, outcome.mismatches
+    verdict = "FAIL" if outcome.failed else "PASS"
     if as_json:
         doc = {"schema_version": SCHEMA_VERSION, "tool": "pp3 verify --replay", "verdict": verdict, "file": path,
-               "kernel": kind, "case": call.name, "mismatching_rows_per_field": mism,
+               "kernel": kind, "case": call.name, "implementation": impl.label, "failure": outcome.failure,
+               "detail": outcome.detail, "mismatching_rows_per_field": mism,
                "reference": {f: np.asarray(getattr(ref, f)).tolist() for f in mism},
-               "kernel_output": {f: np.asarray(getattr(got, f)).tolist() for f in mism}, "environment": environment()}
+               "kernel_output": None if got is None else {f: np.asarray(getattr(got, f)).tolist() for f in mism},
+               "environment": environment()}
         print(json.dumps(doc, indent=1))
     else:
-        print(f"{call.name}: mismatching rows per field {mism}")
+        print(f"{call.name} on {impl.label}: mismatching rows per field {mism}")
+        if outcome.failed and outcome.failure != "mismatch":
+            print(f"failure: {outcome.failure}: {outcome.detail}")
         for f in mism:
             print(f"reference {f}: {np.asarray(getattr(ref, f)).tolist()}")
-            print(f"kernel    {f}: {np.asarray(getattr(got, f)).tolist()}")
+            print(f"kernel    {f}: {None if got is None else np.asarray(getattr(got, f)).tolist()}")
         print(f"replay: {verdict}")
     return 1 if verdict == "FAIL" else 0
 
@@ -250,25 +375,55 @@ class Table:
         return {s: r | {"time_s": round(r["time_s"], 2)} for s, r in self.rows.items()}
 
 
-def run_case(call: Call, device: Any) -> tuple[Proposal, Proposal, dict[str, int]]:
-    ref = call.run_reference()
-    got = call.run_kernel(device)
-    return ref, got, rows_per_field(got, ref)
+class Part:
+    """One role's part of a run: its table, the first failing call of each suite (``failures``), every failing call
+    (with the expected-failures entry that covers it, if any), and the calls each declaration excluded."""
+
+    def __init__(self, role: Role, out: Path, xfail: ExpectedFailures | None = None) -> None:
+        self.role = role
+        self.table = Table(SELECTOR_FIELDS if role == "selector" else VERIFIER_FIELDS)
+        self.failures = Failures(out, role)
+        self.xfail = xfail or ExpectedFailures([])
+        self.failing: list[dict[str, Any]] = []
+        self.skipped: dict[tuple[str, str, str], int] = defaultdict(int)
+
+    def add(self, suite: str, case: str, rows: int, outcome: Outcome, impl: Implementation | None, seconds: float,
+            call: Callable[[], Call | AcceptCall]) -> None:
+        """One checked call of ``rows`` rows into the table; a failing one into ``failing`` and, the first of its
+        suite, written for ``--replay`` (``call`` makes its record: only then)."""
+        self.table.add(suite, rows, outcome.mismatches, seconds)
+        entry = self.xfail.seen(suite, case, outcome.failure)
+        if outcome.failure is not None:
+            self.failing.append({"suite": suite, "case": case, "failure": outcome.failure,
+                                 "detail": outcome.detail, "expected": None if entry is None else entry.reason})
+            if suite not in self.failures.suites:
+                self.failures.add(call(), outcome.want, outcome.got, suite, outcome.failure, outcome.detail, impl)
+
+    def skip(self, impl: Implementation, suite: str, reason: str) -> None:
+        self.skipped[(impl.label, suite, reason)] += 1
+
+    def unexpected(self) -> int:
+        return sum(f["expected"] is None for f in self.failing)
+
+    def as_dict(self, ran: bool) -> dict[str, Any]:
+        t = self.table
+        verdict = "PASS" if ran and self.unexpected() == 0 and t.checked_rows() > 0 else "FAIL"
+        return {"verdict": verdict if ran else "SKIPPED", "suites": t.as_dict(), "rows": t.checked_rows(),
+                "mismatches": t.mismatches(),
+                "first_failure": None if self.failures.first is None else str(self.failures.first),
+                "first_failures": self.failures.suites, "failing_calls": len(self.failing),
+                "unexpected_failures": self.unexpected(), "failing": self.failing[:100],
+                "skipped": [{"implementation": i, "suite": s, "reason": r, "calls": n}
+                            for (i, s, r), n in self.skipped.items()]}
 
 
-def run_accept_case(call: AcceptCall, device: Any) -> tuple[Verdict, Verdict, dict[str, int]]:
-    ref = call.run_reference()
-    got = call.run_kernel(device)
-    return ref, got, rows_per_field(got, ref)
-
-
-def _check_calls(
-    what: str, calls: Iterable[tuple[str, Any]], run: Callable[[Any, Any], tuple[Any, Any, dict[str, int]]],
-    table: Table, add_failure: Callable[[Any, Any, Any], None], device: Any, verbose: bool
-) -> None:
-    """Every (suite, call) through ``run`` into ``table``; a mismatching call to ``add_failure``."""
+def check_calls(what: str, calls: Iterable[tuple[str, Any]], guard: Guard, part: Part, verbose: bool) -> None:
+    """Every (suite, call) that ``guard``'s implementation declares it takes, through the guard into ``part``
+    (a suite's name ends with the implementation's variant); the others counted as skipped."""
+    impl = guard.impl
     t_start = time.perf_counter()
     i = 0
+    seen: set[str] = set()
     it: Iterator[tuple[str, Any]] = iter(calls)
     while True:
         t0 = time.perf_counter()
@@ -276,16 +431,38 @@ def _check_calls(
             suite, call = next(it)  # the verifier's request rows are built (on the device) here
         except StopIteration:
             break
-        ref, got, mism = run(call, device)
-        table.add(suite, call.b, mism, time.perf_counter() - t0)
-        if any(mism.values()):
-            add_failure(call, ref, got)
+        name = f"{suite} {impl.variant}" if impl.variant else suite
+        why = adapt.admits(impl, call)
+        if why is not None:
+            part.skip(impl, name, why)
+            continue
+        if isinstance(call, Call):
+            call = adapt.prepare(impl, call)
+        outcome = guard.check(call, replay=name not in seen)
+        seen.add(name)
+        part.add(name, call.name, call.b, outcome, impl, time.perf_counter() - t0, _const(call))
         i += 1
         if verbose or i % 10 == 0:
-            progress(f"  {what} {i} {call.name}: {time.perf_counter() - t0:.1f} s, {table.mismatches()} mismatches "
-                     f"({time.perf_counter() - t_start:.0f} s)")
-    progress(f"  {what}: {i} calls, {table.checked_rows()} rows, {table.mismatches()} mismatches "
+            progress(f"  {what} {i} {call.name}: {time.perf_counter() - t0:.1f} s, {part.table.mismatches()} "
+                     f"mismatches ({time.perf_counter() - t_start:.0f} s)")
+    progress(f"  {what}: {i} calls, {part.table.checked_rows()} rows, {part.table.mismatches()} mismatches "
              f"({time.perf_counter() - t_start:.0f} s)")
+
+
+def _const(call: Call | AcceptCall) -> Callable[[], Call | AcceptCall]:
+    return lambda: call
+
+
+def selector_calls(size: str) -> Iterator[tuple[str, Call]]:
+    """The selector part's calls of a size: the parity suites, then the invariance calls."""
+    yield from suites(size)
+    yield from invariance(size)
+
+
+def verifier_calls(size: str, device: Any) -> Iterator[tuple[str, AcceptCall]]:
+    """The verifier part's calls of a size: the named calls and the request rows, then the invariance calls."""
+    yield from accept_suites(size, device)
+    yield from accept_invariance(size)
 
 
 # ------------------------------------------------------------------------------------------------------ bulk rows
@@ -300,62 +477,66 @@ def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
 
 
 def bulk(
-    table: Table, n_rows: int, v: int, batch: int, failures: Failures, device: Any, bulk_seed: int = 0,
-    greedy_only: bool = False,
+    part: Part, n_rows: int, v: int, batch: int, device: Any, bulk_seed: int = 0, greedy_only: bool = False,
+    impls: Sequence[Implementation] | None = None, time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> None:
     """The >= 10^6-row GPU suite. Rows are defined by integer hashing of a per-row seed (``hashed_rows_torch``),
-    built on the GPU, run through the kernels, copied once into shared memory, and checked by a process pool
-    running the reference on slices of it. The first batch's rows are also compared bit for bit with the CPU's
-    ``hashed_rows``, so a failure can be replayed from the row seeds alone. Each batch runs through ``propose`` (the
-    segment selector at these batch sizes), the tile selector and the greedy selector (both ways); the greedy
-    selector is checked on the rows whose reference outputs are a T0 row's (target temperature ±0, or failed by the
-    logits);
-    ``greedy_only``: every row's temperature is ±0, so every kernel is checked on every row."""
+    built on the GPU, run through the implementations, copied once into shared memory, and checked by a process
+    pool running the reference on slices of it. The first batch's rows are also compared bit for bit with the
+    CPU's ``hashed_rows``, so a failure can be replayed from the row seeds alone. Each batch runs through every
+    selector implementation of ``impls`` that takes the bulk rows (default pp3's kernels: ``propose``, the segment
+    selector, its launch C gathering at these batch sizes; the tile selector; the greedy selector both ways), each
+    call through the guard (the first batch's replayed); a selector of T0 rows only is checked on the rows whose
+    reference outputs are a T0 row's (target temperature ±0, or failed by the logits);
+    ``greedy_only``: every row's temperature is ±0, so every implementation is checked on every row."""
     from multiprocessing import shared_memory
 
     import torch
 
-    from pp3 import kernels
-
+    chosen = builtin.kernels() if impls is None else impls
+    guards = [Guard(i, device, time_limit) for i in chosen if i.role == "selector" and i.bulk]
     batch = min(batch, n_rows)
     workers = max(1, (os.cpu_count() or 2) - 1)
     chunk = max(1, -(-batch // workers))
     rng = np.random.default_rng(20261130 + bulk_seed)  # distinct --bulk-seed values give disjoint-in-practice rows
     temp_pool = np.array([0.0, -0.0] if greedy_only else [1.0, 1.0, 1.0, 0.5, 2.0, 0.0, -0.0, np.inf, np.nan, -1.0],
                          dtype=np.float32)
-    Pending = tuple[tuple[Proposal, Proposal, Proposal, Proposal], tuple[np.ndarray[Any, Any], ...],
-                    shared_memory.SharedMemory]
+    Ran = list[tuple[Proposal | None, str | None, str]]  # per guard: its record, failure, detail
+    Pending = tuple[Ran, tuple[np.ndarray[Any, Any], ...], shared_memory.SharedMemory]
     t0 = time.perf_counter()
     done = 0
     last_print = 0
 
     def settle(item: Pending, parts: list[Proposal]) -> None:
         nonlocal done, last_print
-        (got, got_tiles, got_greedy, got_rescan), keys, shm = item
+        ran, keys, shm = item
         ref = Proposal(*(np.concatenate([getattr(p, f) for p in parts]) for f in SELECTOR_FIELDS))
         row_seed, temp, seed, rnd, pos = keys
+        n = row_seed.size
         t0_rows = np.flatnonzero((temp == 0) | np.isin(ref.status, (1, 2, 3)))  # a T0 row's outputs (§3, §7)
-        ref_t0, got_t0, rescan_t0 = (Proposal(*(getattr(p, f)[t0_rows] for f in SELECTOR_FIELDS))
-                                     for p in (ref, got_greedy, got_rescan))
-        for suite, k, r_out, k_out, as_t0 in (("bulk", got.status.shape[0], ref, got, None),
-                                              ("bulk tiles", got.status.shape[0], ref, got_tiles, None),
-                                              ("bulk greedy", t0_rows.size, ref_t0, got_t0, Call.as_greedy),
-                                              ("bulk rescan", t0_rows.size, ref_t0, rescan_t0, Call.as_rescan)):
-            mism = rows_per_field(k_out, r_out)
-            table.add(suite, k, mism, 0.0)
-            if any(mism.values()):
-                x = np.ndarray((row_seed.size, v), dtype=np.float32, buffer=shm.buf).copy()
+        for g, (got, failure, detail) in zip(guards, ran, strict=True):
+            rows = t0_rows if g.impl.t0_only else np.arange(n)
+            want = Proposal(*(getattr(ref, f)[rows] for f in SELECTOR_FIELDS))
+            mine = None if got is None else Proposal(*(getattr(got, f)[rows] for f in SELECTOR_FIELDS))
+            mism = dict.fromkeys(SELECTOR_FIELDS, rows.size) if mine is None else rows_per_field(mine, want)
+            if failure is None and any(mism.values()):
+                failure, detail = "mismatch", f"mismatching rows per field { {f: m for f, m in mism.items() if m} }"
+            suite = f"bulk {g.impl.variant}" if g.impl.variant else "bulk"
+
+            def case(impl: Implementation = g.impl, rows: np.ndarray[Any, Any] = rows) -> Call:
+                x = np.ndarray((n, v), dtype=np.float32, buffer=shm.buf).copy()
                 s, r, p = (tuple(int(k) for k in a) for a in (seed, rnd, pos))
-                call = Call(FORMATS["fp32"], x.view(np.uint32), temp, s, r, p, DEFAULT_TAU, None, True,
-                            name=f"bulk[seed={bulk_seed}]")
-                if as_t0 is not None:
-                    call = as_t0(call.take(t0_rows.tolist()))
-                failures.add(call, r_out, k_out)
-        done += got.status.shape[0]
+                whole = Call(FORMATS["fp32"], x.view(np.uint32), temp, s, r, p, DEFAULT_TAU, None, True,
+                             name=f"bulk[seed={bulk_seed}]")
+                return adapt.prepare(impl, whole.take(rows.tolist()) if impl.t0_only else whole)
+
+            part.add(suite, f"bulk[seed={bulk_seed}]", rows.size, Outcome(want, mine, failure, detail, mism, 0.0),
+                     g.impl, 0.0, case)
+        done += n
         if done - last_print >= 50_000 or done >= n_rows:
             last_print = done
             el = time.perf_counter() - t0
-            progress(f"  bulk: {done}/{n_rows} rows, {table.mismatches()} mismatches, {el:.0f} s")
+            progress(f"  bulk: {done}/{n_rows} rows, {part.table.mismatches()} mismatches, {el:.0f} s")
 
     # 3 batches in flight; the buffers are touched once first (fresh pages are slow)
     with pipeline(workers, batch * v * 4, settle, zero=True) as pipe:
@@ -371,31 +552,71 @@ def bulk(
                 cpu_rows = hashed_rows(row_seed[:8], v).view(np.uint32)
                 if not np.array_equal(x[:8].cpu().numpy().view(np.uint32), cpu_rows):
                     raise RuntimeError("hashed_rows: the GPU rows differ from the CPU rows; replays would be void")
-            out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4])
-            got = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
-            out = kernels.greedy(x, launch=kernels.LaunchConfig(greedy="keys"))
-            got_greedy = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
-            out = kernels.greedy(x, launch=kernels.LaunchConfig(greedy="rescan"))
-            got_rescan = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
-            out = kernels.propose(x, dev[1], dev[2], dev[3], dev[4], launch=kernels.LaunchConfig(selector="tiles"))
-            got_tiles = Proposal(*(getattr(out, f).cpu().numpy() for f in SELECTOR_FIELDS))
+            ran: Ran = []
+            for g in guards:
+                t = torch.zeros_like(dev[1]) if g.impl.t0_only else dev[1]
+                got, failure, detail = g.run(adapt.selector_rows(g.impl, x, t, dev[2], dev[3], dev[4], DEFAULT_TAU))
+                if it == 0 and got is not None and failure is None:  # the first batch once more: the same bits?
+                    again, fail2, detail2 = g.run(adapt.selector_rows(g.impl, x, t, dev[2], dev[3], dev[4],
+                                                                      DEFAULT_TAU))
+                    if again is None or fail2 is not None:
+                        failure, detail = fail2, f"on a replay of the same call: {detail2}"
+                    elif any(not np.array_equal(getattr(again, f), getattr(got, f)) for f in SELECTOR_FIELDS):
+                        failure, detail = "nondeterministic", "a replay of the same batch returned other outputs"
+                ran.append((got, failure, detail))
             shm = pipe.buffer()  # settles the batch that last used it
             torch.from_numpy(np.ndarray((n, v), dtype=np.float32, buffer=shm.buf)).copy_(x)
             tasks = [
                 (_bulk_reference, ((shm.name, (n, v), r, min(n, r + chunk), *(k[r : r + chunk] for k in keys[1:])),))
                 for r in range(0, n, chunk)
             ]
-            pipe.submit(((got, got_tiles, got_greedy, got_rescan), keys, shm), tasks)
-    table.rows["bulk"]["time_s"] = time.perf_counter() - t0
+            pipe.submit((ran, keys, shm), tasks)
+    part.table.rows["bulk"]["time_s"] = time.perf_counter() - t0
 
 
 # ------------------------------------------------------------------------------------------------------ the run
 
 
-def _part(table: Table, failures: Failures, ran: bool) -> dict[str, Any]:
-    verdict = "PASS" if ran and table.mismatches() == 0 and table.checked_rows() > 0 else "FAIL"
-    return {"verdict": verdict if ran else "SKIPPED", "suites": table.as_dict(), "rows": table.checked_rows(),
-            "mismatches": table.mismatches(), "first_failure": None if failures.first is None else str(failures.first)}
+def implementations(specs: Sequence[tuple[Role, str]], selectors: Sequence[str] | None
+                    ) -> dict[Role, list[Implementation]]:
+    """The implementations of a run, by role: those ``--impl`` names (``ImplementationError`` if one cannot be
+    loaded), else pp3's kernels; ``selectors``: only the selector variants it names ("propose": the main one)."""
+    found: dict[Role, list[Implementation]] = {r: [] for r in ROLES}
+    if specs:
+        for role, spec in specs:
+            found[role] += load(spec, role)
+    else:
+        for impl in builtin.kernels():
+            found[impl.role].append(impl)
+    if selectors:
+        found["selector"] = [i for i in found["selector"] if (i.variant or "propose") in selectors]
+    return found
+
+
+def _law(impls: dict[Role, list[Implementation]], args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The lossless-in-law verdict (``pp3.harness.law``) of every implementation that does not claim bit-exactness,
+    or of every one with ``--law``."""
+    from pp3.harness import law
+
+    judged = [i for r in ROLES for i in impls[r] if args.law or not i.caps.exact]
+    if not judged:
+        return {"verdict": "SKIPPED", "alpha": args.alpha,
+                "reason": "every implementation claims bit-exactness, which the bit-exact verdict checks (a "
+                "bit-exact selector and verifier are lossless by SPEC.md §11.9); --law runs it anyway"}
+    runs = []
+    for impl in judged:
+        progress(f"  law: {impl.label} ({impl.role})")
+        if impl.role == "verifier":
+            dev = "cuda" if impl.device == "cuda" else "cpu"
+            runs.append(law.verifier_law(impl, out, n=args.law_n, alpha=args.alpha, device=dev,
+                                         time_limit=args.call_timeout))
+        else:
+            runs.append(law.selector_law(impl, n=args.law_n, alpha=args.alpha))
+        progress(f"  law: {impl.label}: {runs[-1]['verdict']}")
+    done = [r["verdict"] for r in runs if r["verdict"] != "SKIPPED"]
+    verdict = "PASS" if done and all(v == "PASS" for v in done) and len(done) == len(runs) else (
+        "SKIPPED" if not done else "FAIL")
+    return {"verdict": verdict, "alpha": args.alpha, "correction": "Holm", "audits": runs}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -407,20 +628,31 @@ def run(args: argparse.Namespace) -> int:
     # The interpreter evaluates uint64 Philox and key arithmetic in NumPy, which warns on intended wrap-around.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    try:
+        impls = implementations(args.impl or (), args.selectors)
+        xfail = ExpectedFailures.load(args.expected_failures)
+    except (ImplementationError, ExpectedFailuresError) as e:
+        print(f"pp3 verify: {e}", file=sys.stderr)
+        return 2
+    plugged = bool(args.impl)
+    exact = {r: [i for i in impls[r] if i.caps.exact] for r in ROLES}
+    parts = ("selector",) if args.bulk_only else tuple(p for p in PARTS if p in args.parts)
+    if plugged:  # the parts of the roles given that claim bit-exactness (and the conformance files of those)
+        parts = tuple(p for p in parts if (p in ROLES and exact[p]) or (p == "conformance" and any(exact.values())))
+    kernels_run = not plugged or any(i.name == builtin.KERNELS for r in ROLES for i in impls[r]) or (
+        "verifier" in parts and not args.bulk_only)  # accept-plans: drafts proposed by pp3's kernels
+    if kernels_run and device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         print("pp3 verify: no CUDA GPU: set TRITON_INTERPRET=1 to run the kernels through Triton's interpreter",
               file=sys.stderr)
         return 2
     if args.replay:
-        return replay(args.replay, device, args.json)
+        return replay(args.replay, device, args.json, impls if plugged else None, args.call_timeout)
     size = "quick" if args.quick else "full" if args.full or device.type == "cuda" else "standard"
     if size == "full" and device.type != "cuda":
         print("pp3 verify: --full runs the SPEC vocabularies (V up to 262144), for a CUDA GPU; in the interpreter "
               "use the default sizes or --quick", file=sys.stderr)
         return 2
     bulk_rows = args.bulk_rows if args.bulk_rows is not None else (1_000_000 if device.type == "cuda" else 0)
-    parts = ("selector",) if args.bulk_only else tuple(p for p in PARTS if p in args.parts)
-    kinds = tuple(args.selectors or SELECTOR_KERNELS)
     if args.selectors and (args.bulk_only or "selector" not in parts):
         print("pp3 verify: --selectors picks the selector part's suites; with --bulk-only or without the selector "
               "part it would check nothing it names", file=sys.stderr)
@@ -431,37 +663,36 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     stamp = environment()
-    progress(f"pp3 verify: device={stamp['gpu'] or 'cpu (interpreter)'}, sizes={size}, parts={','.join(parts)}, "
-             f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
+    named = f", implementations={','.join(sorted({i.label for r in ROLES for i in impls[r]}))}" if plugged else ""
+    progress(f"pp3 verify: device={stamp['gpu'] or 'cpu (interpreter)'}, sizes={size}, parts={','.join(parts)}"
+             f"{named}, commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
     t_start = time.perf_counter()
-    select_table, accept_table = Table(SELECTOR_FIELDS), Table(VERIFIER_FIELDS)
-    select_fail, accept_fail = Failures(args.out), Failures(args.out)
+    select, accept = Part("selector", args.out, xfail), Part("verifier", args.out, xfail)
+    skipped_parts = [{"part": r, "implementation": i.label, "reason": "declares exact=False: judged in law only"}
+                     for r in ROLES for i in impls[r] if not i.caps.exact]
     if "selector" in parts:
         if not args.bulk_only:
-            calls: dict[str, Iterable[tuple[str, Call]]] = {
-                "propose": suites(size),
-                "gather": ((f"{suite} gather", call.as_gather()) for suite, call in suites(size) if not call.cuts),
-                "tiles": ((f"{suite} tiles", call.as_tiles()) for suite, call in suites(size) if not call.cuts),
-                "greedy": ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size)),
-                "rescan": ((f"{suite} rescan", call.as_rescan()) for suite, call in suites(size) if not call.cuts),
-            }
-            for kind in SELECTOR_KERNELS:
-                if kind in kinds:
-                    _check_calls("selector" if kind == "propose" else kind, calls[kind], run_case, select_table,
-                                 select_fail.add, device, size == "full")
+            for impl in exact["selector"]:
+                check_calls(impl.variant or "selector", selector_calls(size), Guard(impl, None, args.call_timeout),
+                            select, size == "full")
         if bulk_rows:
-            bulk(select_table, bulk_rows, args.bulk_vocab, 1024, select_fail, device, args.bulk_seed,
-                 args.bulk_greedy)
+            bulk(select, bulk_rows, args.bulk_vocab, 1024, device, args.bulk_seed, args.bulk_greedy,
+                 exact["selector"], args.call_timeout)
     if "verifier" in parts:
-        _check_calls("verifier", accept_suites(size, device), run_accept_case, accept_table, accept_fail.add_accept,
-                     device, size == "full")
+        for impl in exact["verifier"]:
+            check_calls("verifier", verifier_calls(size, device), Guard(impl, None, args.call_timeout), accept,
+                        size == "full")
     conformance_report: dict[str, Any] | None = None
     if "conformance" in parts:
         from pp3.audit import conformance
 
         t0 = time.perf_counter()
-        conformance_report = conformance.run(kernels=True)
+        subjects = [("kernels", builtin.kernels())] if not plugged else [
+            (i.name, [i]) for i in (*exact["selector"][:1], *exact["verifier"][:1])]
+        conformance_report = conformance.run(subjects=subjects, out=args.out, xfail=xfail,
+                                             time_limit=args.call_timeout)
         progress(f"  conformance: {conformance_report['verdict']} ({time.perf_counter() - t0:.0f} s)")
+    law_doc = _law(impls, args, args.out)
 
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -469,30 +700,69 @@ def run(args: argparse.Namespace) -> int:
         "verdict": "FAIL",
         "sizes": size,
         "parts": list(parts),
-        "selector": _part(select_table, select_fail, "selector" in parts),
-        "verifier": _part(accept_table, accept_fail, "verifier" in parts),
+        "selector": select.as_dict("selector" in parts),
+        "verifier": accept.as_dict("verifier" in parts),
         "conformance": None if conformance_report is None else {
-            k: conformance_report[k] for k in ("verdict", "implementations", "results")},
-        "time_s": round(time.perf_counter() - t_start, 1),
+            k: conformance_report[k] for k in ("verdict", "implementations", "results", "sweeps", "failures")},
+        "time_s": 0.0,
         "environment": stamp,
+        "implementations": [i.declaration() for r in ROLES for i in impls[r]],
+        "skipped": skipped_parts,
+        "expected_failures": xfail.as_dict(),
     }
     verdicts = [doc[p]["verdict"] for p in parts]
-    doc["verdict"] = "PASS" if verdicts and all(v == "PASS" for v in verdicts) else "FAIL"
+    bit_exact = "PASS" if verdicts and all(v == "PASS" for v in verdicts) else "FAIL" if verdicts else (
+        "NOT CLAIMED" if skipped_parts else "SKIPPED")
+    doc["verdicts"] = {
+        "bit_exact": {"verdict": bit_exact, "parts": list(parts),
+                      "ran": [s for p in ("selector", "verifier") if p in parts for s in doc[p]["suites"]]
+                      + (["conformance"] if conformance_report is not None else []),
+                      "rows": sum(doc[p]["rows"] for p in ("selector", "verifier") if p in parts),
+                      "unexpected_failures": sum(doc[p]["unexpected_failures"] for p in ("selector", "verifier")
+                                                 if p in parts)},
+        "law": law_doc,
+    }
+    judged = [v for v in (bit_exact, law_doc["verdict"]) if v in ("PASS", "FAIL")]
+    law_asked = args.law or any(not i.caps.exact for r in ROLES for i in impls[r])
+    doc["verdict"] = "PASS" if judged and all(v == "PASS" for v in judged) and (
+        law_doc["verdict"] != "SKIPPED" or not law_asked) else "FAIL"
+    doc["time_s"] = round(time.perf_counter() - t_start, 1)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
         print(f"environment: {json.dumps(stamp)}")
+        if plugged:
+            for i in doc["implementations"]:
+                print(f"implementation: {i['role']} {i['name']}{':' + i['variant'] if i['variant'] else ''} "
+                      f"({i['api']} API on {i['device']}, formats {','.join(i['formats'])}, V <= {i['max_vocab']}, "
+                      f"{'sharded, ' if i['sharded'] else ''}{'exact' if i['exact'] else 'law only'})")
         if "selector" in parts:
-            print(f"\nselector (SPEC.md §2-§8): mismatching rows per field\n{select_table.render()}")
+            print(f"\nselector (SPEC.md §2-§8): mismatching rows per field\n{select.table.render()}")
         if "verifier" in parts:
-            print(f"\nverifier (SPEC.md §11): mismatching rows per field\n{accept_table.render()}")
+            print(f"\nverifier (SPEC.md §11): mismatching rows per field\n{accept.table.render()}")
         if conformance_report is not None:
             from pp3.audit import conformance
 
             print(f"\n{conformance.render(conformance_report)}")
+        for p in ("selector", "verifier"):
+            for s in doc[p]["skipped"]:
+                print(f"skipped: {p} {s['implementation']} {s['suite']}: {s['calls']} calls ({s['reason']})")
+        for f in (*select.failing, *accept.failing):
+            if f["expected"] is not None:
+                print(f"expected failure: {f['suite']} {f['case']}: {f['failure']} ({f['expected']})")
+        for entry in xfail.entries:
+            if entry.status() != "failed as expected":
+                print(f"expected-failures entry {entry.suite!r} {entry.case!r}: {entry.status()}")
+        if law_doc["verdict"] != "SKIPPED" or law_asked:
+            print(f"\nlossless in law: {law_doc['verdict']}"
+                  + "".join(f"\n  {a['implementation']} ({a['audit']}): {a['verdict']}"
+                            + (f": {a['reason']}" if "reason" in a else "") for a in law_doc.get("audits", [])))
         each = ", ".join(f"{p} {doc[p]['verdict']}" for p in parts)
-        print(f"\nverify: {doc['verdict']} ({each}; {doc['time_s']:.0f} s)")
-    for fail in (select_fail, accept_fail):
-        if fail.first is not None:
-            progress(f"MISMATCH: first case written to {fail.first}; replay: {replay_command(fail.first)}")
+        print(f"\nverify: {doc['verdict']} ({each}{'; ' if each else ''}bit-exact {bit_exact}, law "
+              f"{law_doc['verdict']}; {doc['time_s']:.0f} s)")
+    for part in (select, accept):
+        for suite, f in part.failures.suites.items():
+            kind = "MISMATCH" if f["failure"] == "mismatch" else f"FAILURE ({f['failure']})"
+            progress(f"{kind}: first case of {part.role} suite {suite!r} written to {f['file']}; replay: "
+                     f"{f['replay']}")
     return 0 if doc["verdict"] == "PASS" else 1

@@ -9,7 +9,6 @@ into a test as it is. NumPy only at import (torch and the kernels are imported w
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -242,36 +241,18 @@ class Call:
         return out
 
     def run_kernel(self, device: Any = None) -> Proposal:
-        """The Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
-        interpreter), through the public launchers: ``propose``, or over ``cuts`` one ``tile_candidates`` per shard
-        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order; ``kernel`` "tiles"
-        through ``propose`` with the tile selector, "greedy" through ``greedy`` (``greedy_sharded`` over ``cuts``),
-        "rescan" the same with ``LaunchConfig(greedy="rescan")``. The result as NumPy arrays."""
-        import torch
+        """pp3's Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
+        interpreter), through the seam every implementation goes through (``pp3.harness``): ``kernel`` names the
+        variant of ``pp3.harness.builtin.kernels`` ("propose": the segment selector, and over ``cuts`` one
+        ``tile_candidates`` per shard and one ``finalize``; "gather"; "tiles"; "greedy" and "rescan", over ``cuts``
+        ``greedy_sharded``). A sharded call of a variant without a sharded form runs propose's. The result as NumPy
+        arrays."""
+        from pp3.harness import adapt, builtin
 
-        from pp3 import kernels
-
-        dev = default_device() if device is None else device
-        x = self.torch_logits(dev)
-        edges = [0, *self.cuts, self.v]
-        if self.kernel in ("greedy", "rescan"):
-            shards = [x[:, a:c] for a, c in itertools.pairwise(edges)]
-            how = kernels.LaunchConfig(greedy="rescan" if self.kernel == "rescan" else "keys")
-            out: Proposal = to_numpy(kernels.greedy_sharded(shards, tile=self.tile, launch=how))
-            return out
-        args = (*self.kernel_row_args(dev), self.tau)
-        if not self.cuts:
-            launch = kernels.LaunchConfig(selector="tiles") if self.kernel == "tiles" else (
-                kernels.LaunchConfig(selector="segments", segment=self.tile,  # the call's tile: the segment
-                                     segment_gather=self.kernel == "gather"))
-            out = to_numpy(kernels.propose(x, *args, tile=self.tile, launch=launch))
-            return out
-        parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
-                 for a, c in itertools.pairwise(edges)]
-        # The shards' tiles side by side, as an exchange of them gives them (finalize checks what it is given).
-        cands = dataclasses.replace(parts[0], keys=torch.cat([p.keys for p in parts], 1).contiguous(),
-                                    flags=torch.cat([p.flags for p in parts], 1).contiguous(), spans={})
-        out = to_numpy(kernels.finalize(cands, *args, vocab_size=self.v))
+        impl = builtin.kernel(self.kernel)
+        if self.cuts and impl.sharded is None:
+            impl = builtin.kernel("propose")
+        out: Proposal = adapt.selector(impl, self, default_device() if device is None else device)()
         return out
 
     def __repr__(self) -> str:
@@ -282,7 +263,7 @@ class Call:
                 f"round={list(self.round)!r}, position={list(self.position)!r}, "
                 f"tau=float.fromhex({self.tau.hex()!r}), tile={self.tile}, tensor_args={self.tensor_args}"
                 + (f", cuts={list(self.cuts)!r})" if self.cuts else ")")
-                + _REPLAY[self.kernel])
+                + _REPLAY.get(self.kernel, ""))
 
 
 # How a replay line turns a propose call into each kernel's call (``Call.kernel``).
@@ -483,23 +464,12 @@ class AcceptCall:
         return out
 
     def run_kernel(self, device: Any = None) -> Verdict:
-        """The Triton verifier on this call (every argument a tensor on ``device``); the result as NumPy arrays."""
-        import torch
+        """pp3's Triton verifier on this call (every argument a tensor on ``device``), through the seam
+        (``pp3.harness``); the result as NumPy arrays."""
+        from pp3.harness import adapt, builtin
 
-        from pp3 import kernels
-
-        dev = default_device() if device is None else device
-
-        def t(a: npt.NDArray[Any]) -> Any:
-            arr = a.view(np.int64) if a.dtype == np.uint64 else a
-            return torch.from_numpy(np.ascontiguousarray(arr).copy()).to(dev)
-
-        res = kernels.verify(
-            bits_tensor(self.fmt, self.bits, dev), self.torch_temperature(dev), t(self.draft_tokens),
-            t(self.draft_status),
-            t(self.draft_ids), t(self.draft_tickets), t(self.seed), t(self.round), t(self.position), tile=self.tile,
-        )
-        out: Verdict = to_numpy(res)
+        out: Verdict = adapt.verifier(builtin.kernel("verifier"), self,
+                                      default_device() if device is None else device)()
         return out
 
 
