@@ -28,7 +28,7 @@ def _reference_kernel(flip_row: int | None) -> Any:
     def propose(x: Tensor, temp: Tensor, seed: Any, rnd: Any, pos: Any, tau: float = ref.DEFAULT_TAU,
                 tile: int | None = None, launch: Any = None) -> Any:
         u64 = [t.numpy().view(np.uint64) for t in (seed, rnd, pos)]
-        out = ref.propose(x.numpy(), temp.numpy(), *u64, tau)
+        out = ref.propose(x.numpy(), temp.numpy(), u64[0], u64[1], u64[2], tau)
         token = out.token.copy()
         if flip_row is not None and (launch is None or launch.selector == "segments"):
             token[flip_row] ^= 1  # the planted bug: one row's token is off (propose's segment selector only)

@@ -34,6 +34,7 @@ bit-exactness, lossless in law, ``pp3.harness.law``). Arguments: ``pp3.cli``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -449,6 +450,24 @@ def check_calls(what: str, calls: Iterable[tuple[str, Any]], guard: Guard, part:
              f"({time.perf_counter() - t_start:.0f} s)")
 
 
+# The suites of each part, in the order they run.
+SUITES: dict[Role, tuple[str, ...]] = {
+    "selector": ("edges", "random", "tiles", "shards", "order", "alone"),
+    "verifier": ("accept-edges", "accept-plans", "accept-order", "accept-alone"),
+}
+
+
+def suite_calls(role: Role, suite: str, size: str, device: Any) -> Iterator[tuple[str, Call | AcceptCall]]:
+    """The calls of one suite (``SUITES``) of a size: what the part runs, one suite at a time (the pytest plugin)."""
+    if role == "selector":
+        return ((s, c) for s, c in selector_calls(size) if s == suite)
+    if suite == "accept-edges":  # the named calls come first: stop before the request rows are built
+        return itertools.takewhile(lambda sc: sc[0] == suite, accept_suites(size, device))
+    if suite == "accept-plans":
+        return itertools.dropwhile(lambda sc: sc[0] != suite, accept_suites(size, device))
+    return ((s, c) for s, c in accept_invariance(size) if s == suite)
+
+
 def _const(call: Call | AcceptCall) -> Callable[[], Call | AcceptCall]:
     return lambda: call
 
@@ -606,9 +625,11 @@ def _law(impls: dict[Role, list[Implementation]], args: argparse.Namespace, out:
     runs = []
     for impl in judged:
         progress(f"  law: {impl.label} ({impl.role})")
-        if impl.role == "verifier":
-            dev = "cuda" if impl.device == "cuda" else "cpu"
-            runs.append(law.verifier_law(impl, out, n=args.law_n, alpha=args.alpha, device=dev,
+        if impl.role == "verifier":  # the drafter on the GPU where there is one; the planted bugs at <= 10^5
+            import torch
+
+            runs.append(law.verifier_law(impl, out, n=args.law_n, mutant_n=min(args.law_n, 100_000),
+                                         alpha=args.alpha, device="cuda" if torch.cuda.is_available() else "cpu",
                                          time_limit=args.call_timeout))
         else:
             runs.append(law.selector_law(impl, n=args.law_n, alpha=args.alpha))

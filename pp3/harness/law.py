@@ -23,7 +23,7 @@ do not draw (failed rows, other vocabularies): the bit-exact verdict covers thos
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,10 @@ def reference_convention(guard: Guard) -> Callable[..., Verdict]:
 
 def verifier_law(impl: Implementation, out: Path, *, n: int = LAW_N, mutant_n: int | None = None,
                  alpha: float = ALPHA, seed: int = 0, device: str = "cpu", time_limit: float = 300.0,
+                 temperatures: Sequence[float] | None = None, mutant_temperatures: Sequence[float] | None = None,
                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-    """The end-to-end audit of ``impl`` (see the module docstring), as a JSON-ready verdict."""
+    """The end-to-end audit of ``impl`` (see the module docstring), as a JSON-ready verdict; ``temperatures`` and
+    ``mutant_temperatures``: the audit's own by default."""
     from pp3.audit import e2e
     from pp3.drafter import SAMPLED_ENV, sampled_enabled
 
@@ -76,8 +78,10 @@ def verifier_law(impl: Implementation, out: Path, *, n: int = LAW_N, mutant_n: i
     t0 = time.perf_counter()
     setup = e2e.make_setup(device=device)
     try:
-        audit = e2e.run_audit(setup, n, mutant_n=mutant_n, alpha=alpha, seed=seed,
-                              verifier=reference_convention(Guard(impl, None, time_limit)), progress=progress)
+        audit = e2e.run_audit(setup, n, temperatures=temperatures or e2e.TEMPERATURES,
+                              mutant_temperatures=mutant_temperatures or (0.5, 1.0, 2.0), mutant_n=mutant_n,
+                              alpha=alpha, seed=seed, verifier=reference_convention(Guard(impl, None, time_limit)),
+                              progress=progress)
     except CallFailed as e:
         from pp3.audit.parity import Failures
 
