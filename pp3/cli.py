@@ -256,7 +256,9 @@ def add_verify(sub: Any) -> None:
         "reference, and the conformance files on both. PASS (exit 0) only if every part passes; FAIL (exit 1) "
         "otherwise, the first mismatching call of each kernel written to --out with the command that replays it. "
         "On a CUDA GPU the kernels run natively at full sizes; without one, under TRITON_INTERPRET=1, in Triton's "
-        "interpreter at the standard sizes (a few minutes) or --quick (about a minute).",
+        "interpreter at the standard sizes (a few minutes) or --quick (about a minute). --impl checks any other "
+        "implementation of either role through the same seam (docs/CONFORMANCE.md): its declaration decides which "
+        "suites run, and the report carries two verdicts, bit-exact and lossless in law.",
     )
     size = ap.add_mutually_exclusive_group()
     size.add_argument("--full", action="store_true",

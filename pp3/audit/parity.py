@@ -708,8 +708,10 @@ def run(args: argparse.Namespace) -> int:
         from pp3.audit import conformance
 
         t0 = time.perf_counter()
-        subjects = [("kernels", builtin.kernels())] if not plugged else [
-            (i.name, [i]) for i in (*exact["selector"][:1], *exact["verifier"][:1])]
+        by_name: dict[str, list[Implementation]] = defaultdict(list)
+        for i in (*exact["selector"], *exact["verifier"]):
+            by_name[i.name].append(i)
+        subjects = list(by_name.items()) if plugged else [("kernels", builtin.kernels())]
         conformance_report = conformance.run(subjects=subjects, out=args.out, xfail=xfail,
                                              time_limit=args.call_timeout)
         progress(f"  conformance: {conformance_report['verdict']} ({time.perf_counter() - t0:.0f} s)")
