@@ -418,8 +418,8 @@ def _verifier(name: str) -> Callable[..., Any] | None:
         from pp3.testing.call import kernel_verifier
 
         return kernel_verifier
+    from pp3.audit.law import reference_convention
     from pp3.harness.guard import Guard
-    from pp3.harness.law import reference_convention
     from pp3.harness.protocol import ImplementationError, load
 
     try:
@@ -456,7 +456,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     _writable_file("--plot", args.plot)
     _writable_file("--markdown", args.markdown)
     from pp3.audit import e2e
-    from pp3.harness.law import CallFailed
+    from pp3.audit.law import CallFailed
 
     verifier = _verifier(args.verifier)
     setup = e2e.make_setup(vocab=args.vocab, device=args.device)

@@ -26,12 +26,13 @@ import numpy as np
 import pytest
 
 from pp3 import cli
-from pp3.audit import conformance, parity
-from pp3.harness import adapt, builtin, law
+from pp3.audit import conformance, law, parity
+from pp3.harness import builtin
 from pp3.harness.guard import Guard
 from pp3.harness.protocol import Capabilities, Implementation, ImplementationError, load
 from pp3.harness.xfail import ExpectedFailures, ExpectedFailuresError
 from pp3.reference import Proposal, select
+from pp3.testing import adapt
 from pp3.testing.call import make_case
 from pp3.testing.mutants import CATALOGUE
 

@@ -300,8 +300,9 @@ def run_batch(k: int, plan: Plan, v: int, dev: Any, impl: Implementation | None 
     target logits."""
     import torch
 
-    from pp3.harness import adapt, builtin
+    from pp3.harness import builtin
     from pp3.harness.guard import Guard
+    from pp3.testing import adapt
 
     d, fmt = batch_layout(k)
     target, draft_logits = build_logits(plan, d, fmt, v, dev)

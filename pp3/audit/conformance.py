@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from pp3.harness import adapt, builtin
+from pp3.harness import builtin
 from pp3.harness.guard import DEFAULT_TIME_LIMIT, Guard, Outcome
 from pp3.harness.protocol import Implementation, NotExported, Role
 from pp3.harness.xfail import ExpectedFailures
-from pp3.testing import golden
+from pp3.testing import adapt, golden
 from pp3.testing.call import AcceptCall, Call
 from pp3.testing.compare import row_mismatch
 from pp3.testing.stamp import environment

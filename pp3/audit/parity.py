@@ -28,7 +28,7 @@ both outputs, and a ``.json`` of its first mismatching rows); ``pp3 verify --rep
 ``--impl`` it names). Progress goes to stderr; ``--json`` prints one JSON document on stdout (``schema_version`` 1,
 ``verdict``, the environment stamp, every table, the implementations' declarations, the skipped calls, the
 expected failures met, and the two verdicts: bit-exact and, where asked or where an implementation does not claim
-bit-exactness, lossless in law, ``pp3.harness.law``). Arguments: ``pp3.cli``.
+bit-exactness, lossless in law, ``pp3.audit.law``). Arguments: ``pp3.cli``.
 """
 
 from __future__ import annotations
@@ -49,11 +49,12 @@ import numpy as np
 
 from pp3.audit._pipeline import pipeline, read_rows
 from pp3.audit.suites import accept_invariance, accept_suites, hashed_rows, hashed_rows_torch, invariance, suites
-from pp3.harness import adapt, builtin
+from pp3.harness import builtin
 from pp3.harness.guard import DEFAULT_TIME_LIMIT, Guard, Outcome
 from pp3.harness.protocol import ROLES, Implementation, ImplementationError, Role, load
 from pp3.harness.xfail import ExpectedFailures, ExpectedFailuresError
 from pp3.reference import DEFAULT_TAU, Proposal, Verdict
+from pp3.testing import adapt
 from pp3.testing.call import FORMATS, AcceptCall, Call
 from pp3.testing.compare import row_mismatch, rows_per_field
 from pp3.testing.stamp import environment
@@ -613,9 +614,9 @@ def implementations(specs: Sequence[tuple[Role, str]], selectors: Sequence[str] 
 
 
 def _law(impls: dict[Role, list[Implementation]], args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """The lossless-in-law verdict (``pp3.harness.law``) of every implementation that does not claim bit-exactness,
+    """The lossless-in-law verdict (``pp3.audit.law``) of every implementation that does not claim bit-exactness,
     or of every one with ``--law``."""
-    from pp3.harness import law
+    from pp3.audit import law
 
     judged = [i for r in ROLES for i in impls[r] if args.law or not i.caps.exact]
     if not judged:
@@ -632,7 +633,7 @@ def _law(impls: dict[Role, list[Implementation]], args: argparse.Namespace, out:
                                          alpha=args.alpha, device="cuda" if torch.cuda.is_available() else "cpu",
                                          time_limit=args.call_timeout))
         else:
-            runs.append(law.selector_law(impl, n=args.law_n, alpha=args.alpha))
+            runs.append(law.selector_law(impl))
         progress(f"  law: {impl.label}: {runs[-1]['verdict']}")
     done = [r["verdict"] for r in runs if r["verdict"] != "SKIPPED"]
     verdict = "PASS" if done and all(v == "PASS" for v in done) and len(done) == len(runs) else (

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from pp3.harness import adapt
 from pp3.harness.protocol import Implementation
 from pp3.reference import Proposal, Verdict
+from pp3.testing import adapt
 from pp3.testing.call import AcceptCall, Call
 from pp3.testing.compare import fields, rows_per_field
 

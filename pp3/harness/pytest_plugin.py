@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from pp3.audit.law import LAW_N
 from pp3.harness.guard import DEFAULT_TIME_LIMIT
-from pp3.harness.law import LAW_N
 from pp3.harness.protocol import ROLES, Implementation, ImplementationError, Role, load
 from pp3.harness.xfail import ExpectedFailures, ExpectedFailuresError
 

@@ -100,15 +100,15 @@ def test_property(pp3_session: Session, pp3_property: tuple[Role, Implementation
 
 
 def test_law(pp3_session: Session, pp3_law: tuple[Role, Implementation]) -> None:
-    """The lossless-in-law verdict (``pp3.harness.law``) of an implementation that does not claim bit-exactness."""
-    from pp3.harness import law
+    """The lossless-in-law verdict (``pp3.audit.law``) of an implementation that does not claim bit-exactness."""
+    from pp3.audit import law
 
     role, impl = pp3_law
     if role == "verifier":
         res = law.verifier_law(impl, pp3_session.out / "law", n=pp3_session.law_n,
                                device="cuda" if impl.device == "cuda" else "cpu", time_limit=pp3_session.time_limit)
     else:
-        res = law.selector_law(impl, n=pp3_session.law_n)
+        res = law.selector_law(impl)
     if res["verdict"] == "SKIPPED":
         pytest.skip(res["reason"])
     assert res["verdict"] == "PASS", {k: res[k] for k in res if k != "cases"}

@@ -247,7 +247,8 @@ class Call:
         ``tile_candidates`` per shard and one ``finalize``; "gather"; "tiles"; "greedy" and "rescan", over ``cuts``
         ``greedy_sharded``). A sharded call of a variant without a sharded form runs propose's. The result as NumPy
         arrays."""
-        from pp3.harness import adapt, builtin
+        from pp3.harness import builtin
+        from pp3.testing import adapt
 
         impl = builtin.kernel(self.kernel)
         if self.cuts and impl.sharded is None:
@@ -466,7 +467,8 @@ class AcceptCall:
     def run_kernel(self, device: Any = None) -> Verdict:
         """pp3's Triton verifier on this call (every argument a tensor on ``device``), through the seam
         (``pp3.harness``); the result as NumPy arrays."""
-        from pp3.harness import adapt, builtin
+        from pp3.harness import builtin
+        from pp3.testing import adapt
 
         out: Verdict = adapt.verifier(builtin.kernel("verifier"), self,
                                       default_device() if device is None else device)()

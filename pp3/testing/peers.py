@@ -1,7 +1,7 @@
 """A verifier no one here wrote, with the reference's calling convention: FlashInfer's
 ``chain_speculative_sampling``, for the end-to-end audit (``pp3 audit-e2e --verifier flashinfer``), and as an
 implementation for the seam (``flashinfer``, ``torch_chain_cpu``: ``pp3 verify --impl verifier=...``, judged in law
-only, ``pp3.harness.law``).
+only, ``pp3.audit.law``).
 
 It is fed exactly what pp3 knows: the drafter's q as dense fp32 probabilities (``pp3.adapters.dense_probs``: the
 tickets times 2^-24, exact) and the target law of SPEC.md §11.4 (``P / 2^40``, the point mass on the argmax for T0
@@ -118,7 +118,7 @@ def chain_implementation(chain: Chain, name: str, *, q: QSource = "exact", devic
                          seed: int = 0) -> Implementation:
     """``chain_verifier`` as an implementation the seam can be given (``pp3.harness``): the verifier's protocol on
     NumPy arrays, declared not bit-exact (it draws its own random numbers), so it is judged in law only (the
-    end-to-end audit, ``pp3.harness.law``)."""
+    end-to-end audit, ``pp3.audit.law``)."""
     verify = chain_verifier(chain, q=q, device=device, seed=seed)
 
     def call(target_logits: Any, target_temperature: Any, draft_tokens: Any, draft_status: Any, draft_ids: Any,

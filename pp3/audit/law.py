@@ -1,5 +1,6 @@
-"""The lossless-in-law verdict: for an implementation that does not claim bit-exactness (FlashInfer's chain fed pp3's
-exact q, an engine's own sampler), or for any one where it is asked for, whether its outputs follow the law that
+"""The lossless-in-law verdict (``pp3 verify``'s second verdict): for an implementation that does not claim
+bit-exactness (FlashInfer's chain fed pp3's exact q, an engine's own sampler), or for any one where it is asked
+for, whether its outputs follow the law that
 pp3's semantic ID proves (SPEC.md §11.9): statistical audits at a stated family-wise alpha, Holm-corrected, whose
 power is shown in the same run on planted bugs.
 
@@ -10,10 +11,9 @@ power is shown in the same run on planted bugs.
   its own family at the same alpha. PASS iff the implementation's family rejects nothing and every planted bug is
   rejected. A call of the implementation that fails by name (``pp3.harness.guard``) fails the verdict, with its
   replay file.
-- A selector: the chi-square audits of ``stats/`` (a repository tool: run from a checkout with the dev extra) over
-  the implementation's draws, with the catalogue's planted bugs as their power: PASS iff its chi-square family
-  rejects nothing and no planted bug is missed. Without ``stats`` importable the selector's law verdict is skipped,
-  saying so.
+- A selector: not judged here. Its chi-square audits (``stats/``, ``python -m stats``: the draws against the
+  tickets, with the catalogue's planted bugs as their power) are a repository tool, outside the package; a selector
+  that does not claim bit-exactness gets a law verdict ``SKIPPED`` that says so.
 
 What a PASS means: no departure from the law was seen at this alpha with this many draws, where the planted bugs
 (departures of the stated sizes) were seen. It does not mean bit-exactness, and it says nothing of inputs the audits
@@ -27,15 +27,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from pp3.harness.guard import Guard
 from pp3.harness.protocol import Implementation
 from pp3.reference import Verdict
 from pp3.testing.call import AcceptCall
 
 ALPHA = 0.01
-LAW_N = 100_000  # sequences per case of the end-to-end audit (draws per case of the selector's audits)
+LAW_N = 100_000  # sequences per case of the end-to-end audit
 
 
 class CallFailed(Exception):
@@ -101,48 +99,8 @@ def verifier_law(impl: Implementation, out: Path, *, n: int = LAW_N, mutant_n: i
                    "cases": real["cases"], "time_s": round(time.perf_counter() - t0, 1)}
 
 
-def selector_law(impl: Implementation, *, n: int = LAW_N, alpha: float = ALPHA) -> dict[str, Any]:
-    """The chi-square audits of ``stats/`` on ``impl``'s draws (see the module docstring), as a JSON-ready
-    verdict."""
-    what = {"audit": "stats (python -m stats)", "implementation": impl.label, "correction": "Holm", "n": n}
-    try:
-        import dataclasses
-
-        from stats import audits
-        from stats.samplers import Composed, KernelSampler, mutants
-    except ImportError as e:
-        return what | {"verdict": "SKIPPED", "reason": f"stats/ is a repository tool (run from a checkout with the "
-                       f"dev extra): {e}"}
-    t0 = time.perf_counter()
-    what["alpha"] = audits.ALPHA
-    sampler = KernelSampler(_torch_selector(impl), impl.device, name=impl.label)
-    reference = Composed()
-    planted = mutants()
-    cfg = dataclasses.replace(audits.QUICK, case_n=n)
-    suite = audits.Suite([sampler, *planted], cfg, reference=reference)
-    reports = suite.run_all()
-    mine = reports[sampler.name]
-    chi2 = [r for r in mine.results if r.kind == "chi2"]
-    ran = [f"{r.audit}: p={r.p:.3g} (Holm {r.p_holm:.3g})" for r in chi2 if r.p is not None and r.p_holm is not None]
-    exact = [f"{r.audit}: {'pass' if r.passed else 'FAIL'} ({r.detail})" for r in mine.results if r.exact]
-    power = {m.name: {"rejected": bool(reports[m.name].rejected)} for m in planted}
-    ok = not [r for r in mine.rejected if r.kind == "chi2"] and all(p["rejected"] for p in power.values())
-    return what | {"verdict": "PASS" if ok else "FAIL", "ran": ran, "exact_audits": exact, "power": power,
-                   "power_shown": all(p["rejected"] for p in power.values()),
-                   "time_s": round(time.perf_counter() - t0, 1)}
-
-
-def _torch_selector(impl: Implementation) -> Callable[..., Any]:
-    """The selector on torch tensors as ``stats.samplers.KernelSampler`` calls one (``tau=`` by keyword): the
-    implementation itself on the torch API, its NumPy arrays in and out otherwise."""
-    if impl.caps.api == "torch":
-        return lambda x, t, s, r, p, tau: impl.fn(x, t, s, r, p, tau)
-    import torch
-
-    def propose(x: Any, t: Any, s: Any, r: Any, p: Any, tau: float) -> Any:
-        keys = (k.cpu().numpy().view(np.uint64) for k in (s, r, p))
-        out = impl.fn(x.cpu().numpy(), t.cpu().numpy(), *keys, tau)
-        return type("Out", (), {f: torch.from_numpy(np.asarray(getattr(out, f))) for f in
-                                ("status", "token", "ids", "tickets")})()
-
-    return propose
+def selector_law(impl: Implementation) -> dict[str, Any]:
+    """A selector's law verdict: skipped, saying where its audits are (see the module docstring)."""
+    return {"audit": "stats (python -m stats, a repository tool)", "implementation": impl.label,
+            "verdict": "SKIPPED", "reason": "a selector's law audits are the repository tool stats/ (make stats in a "
+            "checkout), outside the package; the package judges a selector bit-exact only"}
