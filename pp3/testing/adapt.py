@@ -1,6 +1,6 @@
-"""How the seam (``pp3.harness``) calls an implementation: one case (``pp3.testing.call.Call`` / ``AcceptCall``, raw bits) as the
-arguments of the implementation's API, and its result read back as the reference's NumPy record, every field checked
-for type, dtype and shape (``WrongOutput`` names the first that is wrong). NumPy only at import.
+"""How the seam (``pp3.harness``) calls an implementation: one case (``pp3.testing.call.Call`` / ``AcceptCall``, raw
+bits) as the arguments of the implementation's API, and its result read back as the reference's NumPy record, every
+field checked for type, dtype and shape (``WrongOutput`` names the first that is wrong). NumPy only at import.
 """
 
 from __future__ import annotations
