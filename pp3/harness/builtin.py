@@ -48,8 +48,8 @@ def _segments(gather: bool) -> Callable[..., Any]:
     def propose(logits: Any, target_temperature: Any, seed: Any, round: Any, position: Any, tau: float, *,
                 tile: int | None = None) -> Any:
         how = gather if gather or tile is not None else None
-        launch = _launch(selector="segments", segment=tile, segment_gather=how)
-        return _kernel("propose")(logits, target_temperature, seed, round, position, tau, tile=tile, launch=launch)
+        launch = _launch(selector="segments", segment=tile, segment_gather=how)  # the segment size is the launch's
+        return _kernel("propose")(logits, target_temperature, seed, round, position, tau, launch=launch)
 
     return propose
 
