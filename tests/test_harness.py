@@ -1,5 +1,5 @@
 """The seam (``pp3.harness``): a callable that does not match its role's protocol is refused at load, naming what does
-not match; pp3's own kernels and reference go through it; every planted bug of the catalogue, plugged in as an
+not match; pp3's own kernels and reference go through it; every planted bug of the chain's catalogue, plugged in as an
 implementation, is caught with a replay file that reproduces it; implementations that raise, hang, return the wrong
 fields, write into their inputs or answer a replay differently each fail by name while the run goes on; the
 expected-failures file is honoured and reported; the law verdict passes FlashInfer's rule (in plain torch) fed pp3's
@@ -34,7 +34,7 @@ from pp3.harness.xfail import ExpectedFailures, ExpectedFailuresError
 from pp3.reference import Proposal, select
 from pp3.testing import adapt
 from pp3.testing.call import make_case
-from pp3.testing.mutants import CATALOGUE
+from pp3.testing.planted import CHAIN
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMPY = Capabilities(api="numpy")
@@ -213,13 +213,13 @@ def _catch(impls: list[Implementation], out: Path) -> tuple[str, Path]:
     raise AssertionError("not caught")
 
 
-@pytest.mark.parametrize("name", sorted(CATALOGUE))
+@pytest.mark.parametrize("name", sorted(CHAIN))
 def test_every_planted_bug_plugged_in_is_caught_and_its_replay_reproduces_it(
         name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = f"pp3.testing.planted:{name.replace('-', '_')}"
     impls = load(spec, "selector") + load(spec, "verifier")
     where, dump = _catch(impls, tmp_path)
-    kind = parity.replay_kind(str(dump))
+    kind = parity.load_replay(str(dump)).kernel
     role = "verifier" if kind == "verifier" else "selector"
     rc, out, _ = run(["verify", "--replay", str(dump), "--impl", f"{role}={spec}", "--json"], capsys)
     assert rc == 1 and json.loads(out)["verdict"] == "FAIL", (where, out[-400:])
@@ -262,7 +262,7 @@ def test_a_raising_implementation_through_the_command(tmp_path: Path, capsys: py
     assert all(f["failure"] == "raised" and "not initialised" in f["detail"] for f in firsts.values())
     assert "FAILURE (raised)" in err
     rc, out, _ = run(["verify", "--replay", firsts["random"]["file"], "--impl",
-                      "selector=tests.test_harness:raising_selector", "--json"], capsys)
+                      "selector=tests.test_harness:raising_selector", "--call-timeout", "60", "--json"], capsys)
     assert rc == 1 and json.loads(out)["failure"] == "raised"
 
 

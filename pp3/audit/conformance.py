@@ -3,15 +3,18 @@ seam every implementation goes through (``pp3.harness``): the NumPy reference al
 run (torch and triton import, and a CUDA GPU or TRITON_INTERPRET=1), and under ``pp3 verify --impl`` the
 implementation given.
 
-Each file drives every implementation (SPEC.md §10, §11.11): the selector's and the verifier's golden vectors (each
-case a guarded call, ``pp3.harness.guard``: a call that fails by name counts all its rows and is written for
-``--replay``), the Random123 known answers for Philox4x64-10, and the exponential's worst cases, these two through
-the primitives an implementation exports (pp3's kernels: ``pp3.kernels.philox`` / ``pp3.kernels.expf``), and beside
-the files one generated check, the exponential on a sweep of its domain (``SWEEPS``: the rounding of subnormal
-results, which no output of either role shows), each primitive call guarded the same way; where an
+Each file drives every implementation (SPEC.md §10, §11.11, §12.12): the selector's and the verifier's golden
+vectors (each case a guarded call, ``pp3.harness.guard``: a call that fails by name counts all its rows and is
+written for ``--replay``), the Random123 known answers for Philox4x64-10, and the exponential's worst cases, these
+two through the primitives an implementation exports (pp3's kernels: ``pp3.kernels.philox`` / ``pp3.kernels.expf``),
+and beside the files one generated check, the exponential on a sweep of its domain (``SWEEPS``: the rounding of
+subnormal results, which no output of either role shows), each primitive call guarded the same way; where an
 implementation has no entry for a file (no implementation of that role, no such primitive, or a declaration that
-admits none of its cases), its row says so (``skipped``) and counts in no verdict. ``run`` returns one JSON-ready
-document (``schema_version`` 1, ``verdict`` "PASS" or "FAIL").
+admits none of its cases), its row says so (``skipped``) and counts in no verdict. The draft trees' golden vectors
+(SPEC.md §12: ``propose_tree``, ``verify_tree``, ``verify_walk``) are checked on the reference only: no
+implementation of them goes through the seam yet and pp3's kernels have none, so their rows on any other
+implementation are skipped (``_reference_only``). ``run`` returns one JSON-ready document (``schema_version`` 1,
+``verdict`` "PASS" or "FAIL").
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ class Subject:
     xfail: ExpectedFailures = dataclasses.field(default_factory=lambda: ExpectedFailures([]))
     time_limit: float = DEFAULT_TIME_LIMIT
     failures: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def is_reference(self) -> bool:
+        """Whether the subject is pp3's NumPy reference (the definition)."""
+        return bool(self.impls) and all(i.name == builtin.REFERENCE for i in self.impls)
 
     def impl(self, role: Role) -> Implementation:
         """Its implementation of ``role`` that takes every row (a selector of T0 rows only does not)."""
@@ -173,11 +181,45 @@ def _expf_sweep(s: Subject) -> tuple[int, int]:
     return _primitive(s, "expf", "expf-sweep", (z,), expf(z))
 
 
+def _tree_draw_golden() -> tuple[int, int]:
+    """SPEC.md §12.4's golden vectors (``propose_tree``); rows are requests."""
+    cases = golden.load_tree_draw_golden()
+    bad = sum(int(row_mismatch(c.run(), c.expected).sum()) for c in cases)
+    return sum(c.logits_bits.shape[0] for c in cases), bad
+
+
+def _tree_verify_golden(path: Path) -> Callable[[], tuple[int, int]]:
+    """SPEC.md §12.6's or §12.9's golden vectors (``verify_tree``, ``verify_walk``); rows are requests."""
+
+    def check() -> tuple[int, int]:
+        cases = golden.load_tree_verify_golden(path)
+        bad = sum(int(row_mismatch(c.run(), c.expected).sum()) for c in cases)
+        return sum(c.target_bits.shape[0] for c in cases), bad
+
+    return check
+
+
+def _reference_only(check: Callable[[], tuple[int, int]]) -> Check:
+    """A file checked on the reference alone; skipped on any other subject."""
+
+    def run(s: Subject) -> tuple[int, int]:
+        if not s.is_reference:
+            raise NotExported("the draft trees (SPEC.md §12) are checked on the reference only: no implementation "
+                              "of them goes through the seam")
+        return check()
+
+    return run
+
+
 FILES: dict[str, Check] = {
     golden.GOLDEN_FILE.name: _select_golden,
     golden.ACCEPT_GOLDEN_FILE.name: _accept_golden,
     golden.KAT_FILE.name: _kat,
     golden.EXPF_WC_FILE.name: _expf_wc,
+    # the draft trees' (SPEC.md §12), on the reference only
+    golden.TREE_DRAW_GOLDEN_FILE.name: _reference_only(_tree_draw_golden),
+    golden.ACCEPT_TREE_GOLDEN_FILE.name: _reference_only(_tree_verify_golden(golden.ACCEPT_TREE_GOLDEN_FILE)),
+    golden.WALK_TREE_GOLDEN_FILE.name: _reference_only(_tree_verify_golden(golden.WALK_TREE_GOLDEN_FILE)),
 }
 # Checks generated here rather than read from a file, reported beside the files' rows (``sweeps``).
 SWEEPS: dict[str, Check] = {"expf-sweep": _expf_sweep}

@@ -77,7 +77,7 @@ def verifier_law(impl: Implementation, out: Path, *, n: int = LAW_N, mutant_n: i
     setup = e2e.make_setup(device=device)
     try:
         audit = e2e.run_audit(setup, n, temperatures=temperatures or e2e.TEMPERATURES,
-                              mutant_temperatures=mutant_temperatures or (0.5, 1.0, 2.0), mutant_n=mutant_n,
+                              mutant_temperatures=mutant_temperatures or e2e.MUTANT_TEMPERATURES, mutant_n=mutant_n,
                               alpha=alpha, seed=seed, verifier=reference_convention(Guard(impl, None, time_limit)),
                               progress=progress)
     except CallFailed as e:

@@ -2,7 +2,11 @@
 reference, and the conformance files: pp3's own Triton kernels by default, any other through the seam
 (``--impl ROLE=NAME``, ``pp3.harness``), pp3's kernels going through the same seam as everyone's.
 
-Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise):
+Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise). A part passes only if
+every check it was asked for (each selector implementation's suites, the bulk rows, each verifier implementation's
+calls, each conformance file on each implementation whose declaration admits it) checked at least one row and no
+failure was unexpected: its verdict is computed from those row counts, so a part that checked 0 rows of anything it
+was asked for is a FAIL, never a PASS.
 
 1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards, and the
    invariance calls: a permuted batch, a row alone), compared field by field (status, token, ids, tickets), through
@@ -13,7 +17,8 @@ Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, o
 2. the verifier (§11): the named calls (``accept-edges``, with their invariance calls) and the request rows of
    ``pp3.audit.accept_bulk`` (``accept-plans``), compared field by field (status, accepted, tokens);
 3. the conformance files (``pp3.audit.conformance``: golden vectors of both roles, the Philox known answers, the
-   exponential's worst cases) on the reference and on the implementations.
+   exponential's worst cases, the expf sweep) on the reference and on the implementations, and the draft trees'
+   golden vectors (SPEC.md §12) on the reference alone.
 
 Every call goes through ``pp3.harness.guard`` (a time limit, the result's fields checked, the inputs unchanged, a
 replay of the first call of each suite and of every failing one), so an implementation that raises, hangs or
@@ -25,15 +30,17 @@ TRITON_INTERPRET=1) and ``full`` (``--full``, the default on a CUDA GPU: the SPE
 first failing call of each suite is written to ``--out`` (the first of a part as ``selector_first.npz`` /
 ``verifier_first.npz``, the first of each later suite as ``selector_first.<suite>.npz``: inputs as raw bits and
 both outputs, and a ``.json`` of its first mismatching rows); ``pp3 verify --replay FILE`` re-runs it (with the
-``--impl`` it names). Progress goes to stderr; ``--json`` prints one JSON document on stdout (``schema_version`` 1,
-``verdict``, the environment stamp, every table, the implementations' declarations, the skipped calls, the
-expected failures met, and the two verdicts: bit-exact and, where asked or where an implementation does not claim
-bit-exactness, lossless in law, ``pp3.audit.law``). Arguments: ``pp3.cli``.
+``--impl`` it names, and its ``--call-timeout``; ``load_replay`` refuses any other file, or a damaged one, with a
+``DamagedRecord``). Progress goes to stderr; ``--json`` prints one JSON document on stdout (``schema_version`` 1,
+``verdict``, the environment stamp, every table and each part's rows per check, the implementations' declarations,
+the skipped calls, the expected failures met, and the two verdicts: bit-exact and, where asked or where an
+implementation does not claim bit-exactness, lossless in law, ``pp3.audit.law``). Arguments: ``pp3.cli``, which
+refuses every option that cannot apply and builds the run's ``Plan``.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -51,11 +58,22 @@ from pp3.audit._pipeline import pipeline, read_rows
 from pp3.audit.suites import accept_invariance, accept_suites, hashed_rows, hashed_rows_torch, invariance, suites
 from pp3.harness import builtin
 from pp3.harness.guard import DEFAULT_TIME_LIMIT, Guard, Outcome
-from pp3.harness.protocol import ROLES, Implementation, ImplementationError, Role, load
-from pp3.harness.xfail import ExpectedFailures, ExpectedFailuresError
+from pp3.harness.protocol import ROLES, Implementation, Role, load
+from pp3.harness.xfail import ExpectedFailures
 from pp3.reference import DEFAULT_TAU, Proposal, Verdict
 from pp3.testing import adapt
-from pp3.testing.call import FORMATS, AcceptCall, Call
+from pp3.testing.call import (
+    FORMATS,
+    AcceptCall,
+    Call,
+    DamagedRecord,
+    Members,
+    member,
+    read_accept_call,
+    read_call,
+    read_record,
+    recorded_reference,
+)
 from pp3.testing.compare import row_mismatch, rows_per_field
 from pp3.testing.stamp import environment
 
@@ -67,7 +85,6 @@ PARTS = ("selector", "verifier", "conformance")
 # The selector part's suites, one per variant of pp3's kernels a call runs through (``Call.kernel``), in order.
 SELECTOR_KERNELS = builtin.SELECTOR_KERNELS
 SIZES = ("quick", "standard", "full")
-DRAFT_FIELDS = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
 
 
 def progress(line: str) -> None:
@@ -212,115 +229,125 @@ class Failures:
                               "replay": replay_command(path, impl)}
 
 
-REPLAY_KEYS = {
-    "selector": ("name", "fmt", "bits", "temperature", "seed", "round", "position", "tau", "tile", "cuts"),
-    "verifier": ("name", "fmt", "bits", "temperature", *DRAFT_FIELDS, "seed", "round", "position", "tile"),
-    "philox": ("name", "ctr", "key", "reference"),
-    "expf": ("name", "z", "reference"),
+@dataclasses.dataclass(frozen=True)
+class Primitive:
+    """A primitive's failing items as ``dump_primitive`` writes them: ``name`` "philox" (``inputs`` ctr [N, 4] and
+    key [N, 2], uint64) or "expf" (z [N], fp32), and the conformance case they came from."""
+
+    name: str
+    case: str
+    inputs: tuple[np.ndarray[Any, Any], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """A failing case for ``--replay``: its file, its kernel ("selector", "verifier", or a primitive: "philox",
+    "expf"), its call, and the variant of the implementation it failed on ("" for none)."""
+
+    path: str
+    kernel: str
+    call: Call | AcceptCall | Primitive
+    variant: str = ""
+
+
+# Each primitive's members (``pp3.testing.adapt.PRIMITIVE_ARGS``): dtype and shape (None: the items).
+PRIMITIVE_MEMBERS: dict[str, tuple[tuple[Any, tuple[int | None, ...]], ...]] = {
+    "philox": ((np.uint64, (None, 4)), (np.uint64, (None, 2))),
+    "expf": ((np.float32, (None,)),),
 }
 
 
-def replay_kind(path: str) -> str | None:
-    """The kernel of a file ``--replay`` can run ("selector", "verifier", or a primitive: "philox", "expf"), or None
-    if it is not one."""
-    try:
-        with np.load(path) as z:
-            kind = str(z["kernel"]) if "kernel" in z.files else "selector"
-            return kind if kind in REPLAY_KEYS and set(REPLAY_KEYS[kind]) <= set(z.files) else None
-    except (OSError, ValueError, KeyError, EOFError):
-        return None
+def _read_primitive(z: Members, kind: str) -> Primitive:
+    inputs = tuple(member(z, k, dtype, shape)
+                   for k, (dtype, shape) in zip(adapt.PRIMITIVE_ARGS[kind], PRIMITIVE_MEMBERS[kind], strict=True))
+    if len({a.shape[0] for a in inputs}) != 1 or inputs[0].shape[0] < 1:
+        raise DamagedRecord(f"{', '.join(adapt.PRIMITIVE_ARGS[kind])}: expected the same number (>= 1) of items, got "
+                            f"shapes {[a.shape for a in inputs]}")
+    return Primitive(kind, str(member(z, "name", str, ())), inputs)
 
 
-def load_case(path: str) -> Call:
-    z = np.load(path)
-    tile = int(z["tile"])
-    seed, rnd, pos = (tuple(int(v) for v in z[k]) for k in ("seed", "round", "position"))
-    return Call(
-        FORMATS[str(z["fmt"])],
-        z["bits"],
-        z["temperature"],
-        seed,
-        rnd,
-        pos,
-        float(z["tau"]),
-        None if tile < 0 else tile,
-        True,
-        tuple(int(c) for c in z["cuts"]),
-        name=str(z["name"]),
-        kernel=str(z["selector_kernel"]) if "selector_kernel" in z.files else "propose",
-    )
+def load_replay(path: str) -> Replay:
+    """The case of a file that ``dump_failure``, ``dump_accept_failure`` or ``dump_primitive`` wrote. Any other
+    file, or a damaged one, raises ``DamagedRecord`` saying what is wrong (files without a ``kernel`` member are the
+    selector's)."""
+
+    def read(z: Members) -> Replay:
+        kernel = str(member(z, "kernel", str, ())) if "kernel" in z else "selector"
+        variant = str(member(z, "variant", str, ())) if "variant" in z else ""
+        if kernel == "selector":
+            return Replay(path, kernel, read_call(z), variant)
+        if kernel == "verifier":
+            return Replay(path, kernel, read_accept_call(z), variant)
+        if kernel in PRIMITIVE_MEMBERS:
+            return Replay(path, kernel, _read_primitive(z, kernel), variant)
+        kinds = ", ".join(repr(k) for k in ("selector", "verifier", *PRIMITIVE_MEMBERS))
+        raise DamagedRecord(f"kernel: {kernel!r} is none of {kinds}")
+
+    return read_record(path, read)
 
 
-def load_accept_case(path: str) -> AcceptCall:
-    z = np.load(path)
-    tile = int(z["tile"])
-    keys = ("temperature", *DRAFT_FIELDS, "seed", "round", "position")
-    given = (str(z["given_dtype"]), z["given_bits"]) if "given_dtype" in z.files else None
-    return AcceptCall(FORMATS[str(z["fmt"])], z["bits"], **{k: z[k] for k in keys}, tile=None if tile < 0 else tile,
-                      name=str(z["name"]), given_temperature=given)
-
-
-def _replay_impl(path: str, kind: Role, call: Call | AcceptCall,
-                 impls: dict[Role, list[Implementation]] | None) -> Implementation:
+def replay_implementation(case: Replay, impls: dict[Role, list[Implementation]] | None) -> Implementation:
     """The implementation a written case replays on: the given one of its role (the variant it ran through, if
-    several), else pp3's kernels (the variant ``Call.kernel`` names)."""
-    with np.load(path) as z:
-        variant = str(z["variant"]) if "variant" in z.files else None
-    if impls and impls.get(kind):
-        mine = impls[kind]
-        return next((i for i in mine if variant is not None and i.variant == variant), mine[0])
-    return builtin.kernel(call.kernel if isinstance(call, Call) else "verifier")
+    several; for a primitive, the first that exports it), else pp3's kernels (for a selector case the variant
+    ``Call.kernel`` names)."""
+    if isinstance(case.call, Primitive):
+        name = case.call.name
+        given = [i for r in ROLES for i in (impls or {}).get(r, []) if name in i.primitives]
+        return given[0] if given else builtin.kernel("propose")
+    role: Role = "verifier" if isinstance(case.call, AcceptCall) else "selector"
+    mine = (impls or {}).get(role, [])
+    if mine:
+        return next((i for i in mine if case.variant and i.variant == case.variant), mine[0])
+    return builtin.kernel(case.call.kernel if isinstance(case.call, Call) else "verifier")
 
 
-def replay_primitive(path: str, kind: str, as_json: bool, impls: dict[Role, list[Implementation]] | None,
-                     time_limit: float) -> int:
-    """Re-run a written primitive check on the implementation that exports it (the given one, else pp3's kernels)
-    against the outputs the reference gave: exit status 1 if any item differs or the call fails by name."""
-    with np.load(path) as z:
-        inputs = tuple(z[k] for k in adapt.PRIMITIVE_ARGS[kind])
-        ref, case = z["reference"], str(z["name"])
-    given = [i for r in ROLES for i in (impls or {}).get(r, []) if kind in i.primitives]
-    impl = given[0] if given else builtin.kernel("propose")
-    got, failure, detail = Guard(impl, None, time_limit).run(adapt.primitive(impl, kind, inputs))
+def _replay_primitive(case: Replay, prim: Primitive, impl: Implementation, as_json: bool,
+                      time_limit: float) -> int:
+    """A written primitive check on ``impl`` against the reference's primitive on the same inputs: exit status 1 if
+    any item differs or the call fails by name."""
+    from pp3.reference import expf, philox4x64_10
+
+    ref = philox4x64_10(*prim.inputs) if prim.name == "philox" else expf(*prim.inputs)
+    got, failure, detail = Guard(impl, None, time_limit).run(adapt.primitive(impl, prim.name, prim.inputs))
+    n = len(ref)
     bits = {4: np.uint32, 8: np.uint64}[ref.dtype.itemsize]
-    bad = np.ones(len(ref), dtype=bool) if got is None else (got.view(bits) != ref.view(bits)).reshape(
-        len(ref), -1).any(axis=1)
+    bad = np.ones(n, dtype=bool) if got is None else (got.view(bits) != ref.view(bits)).reshape(n, -1).any(axis=1)
     if failure is None and bad.any():
-        failure, detail = "mismatch", f"{int(bad.sum())} of {len(ref)} differ"
+        failure, detail = "mismatch", f"{int(bad.sum())} of {n} differ"
     verdict = "FAIL" if failure else "PASS"
     if as_json:
         print(json.dumps({"schema_version": SCHEMA_VERSION, "tool": "pp3 verify --replay", "verdict": verdict,
-                          "file": path, "kernel": kind, "case": case, "implementation": impl.label,
+                          "file": case.path, "kernel": prim.name, "case": prim.case, "implementation": impl.label,
                           "failure": failure, "detail": detail, "mismatching_items": int(bad.sum()),
                           "environment": environment()}, indent=1))
     else:
-        print(f"{case} ({kind}) on {impl.label}: {int(bad.sum())} of {len(ref)} items differ"
+        print(f"{prim.case} ({prim.name}) on {impl.label}: {int(bad.sum())} of {n} items differ"
               + (f"; failure: {failure}: {detail}" if failure and failure != "mismatch" else ""))
         print(f"replay: {verdict}")
     return 1 if failure else 0
 
 
-def replay(path: str, device: Any, as_json: bool = False, impls: dict[Role, list[Implementation]] | None = None,
+def replay(case: Replay, device: Any, as_json: bool = False, impls: dict[Role, list[Implementation]] | None = None,
            time_limit: float = DEFAULT_TIME_LIMIT) -> int:
-    """Re-run a written call on the implementation and the reference (both outputs printed, or one JSON document),
-    through the guard (its time limit, its field checks, a replay of the call): exit status 1 if they differ or the
-    call fails by name."""
-    what = replay_kind(path)
-    if what in ("philox", "expf"):
-        return replay_primitive(path, what, as_json, impls, time_limit)
-    kind: Role = "verifier" if what == "verifier" else "selector"
-    call: Call | AcceptCall = load_accept_case(path) if kind == "verifier" else load_case(path)
-    impl = _replay_impl(path, kind, call, impls)
-    if isinstance(call, Call):
-        call = call.replace(temperature=np.zeros_like(call.temperature)) if impl.t0_only else call
+    """Re-run a written call on the implementation (``replay_implementation``) and the reference (both outputs
+    printed, or one JSON document), through the guard (its time limit, its field checks, a replay of the call):
+    exit status 1 if they differ or the call fails by name. A call the reference refuses raises ``DamagedRecord``
+    (no dump holds one)."""
+    impl = replay_implementation(case, impls)
+    if isinstance(case.call, Primitive):
+        return _replay_primitive(case, case.call, impl, as_json, time_limit)
+    call = case.call
+    if isinstance(call, Call) and impl.t0_only:
+        call = call.replace(temperature=np.zeros_like(call.temperature))
+    ref = recorded_reference(call)
     dev = device if impl.caps.api == "torch" and impl.caps.device is None else impl.device
-    outcome = Guard(impl, dev, time_limit).check(call, replay=True)
-    ref, got, mism = outcome.want, outcome.got, outcome.mismatches
+    outcome = Guard(impl, dev, time_limit).check(call, replay=True, want=ref)
+    got, mism = outcome.got, outcome.mismatches
     verdict = "FAIL" if outcome.failed else "PASS"
     if as_json:
-        doc = {"schema_version": SCHEMA_VERSION, "tool": "pp3 verify --replay", "verdict": verdict, "file": path,
-               "kernel": kind, "case": call.name, "implementation": impl.label, "failure": outcome.failure,
-               "detail": outcome.detail, "mismatching_rows_per_field": mism,
+        doc = {"schema_version": SCHEMA_VERSION, "tool": "pp3 verify --replay", "verdict": verdict,
+               "file": case.path, "kernel": case.kernel, "case": call.name, "implementation": impl.label,
+               "failure": outcome.failure, "detail": outcome.detail, "mismatching_rows_per_field": mism,
                "reference": {f: np.asarray(getattr(ref, f)).tolist() for f in mism},
                "kernel_output": None if got is None else {f: np.asarray(getattr(got, f)).tolist() for f in mism},
                "environment": environment()}
@@ -388,6 +415,7 @@ class Part:
         self.xfail = xfail or ExpectedFailures([])
         self.failing: list[dict[str, Any]] = []
         self.skipped: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.checked: dict[str, int] = {}  # the rows of each check the part was asked for (``check_calls``, bulk)
 
     def add(self, suite: str, case: str, rows: int, outcome: Outcome, impl: Implementation | None, seconds: float,
             call: Callable[[], Call | AcceptCall]) -> None:
@@ -408,10 +436,13 @@ class Part:
         return sum(f["expected"] is None for f in self.failing)
 
     def as_dict(self, ran: bool) -> dict[str, Any]:
+        """The part's entry of the report. Its verdict comes from the rows each of its checks ran (``checked``):
+        PASS only if every one of them checked at least one row and no failure was unexpected, so a part that
+        checked 0 rows of anything it was asked for is never a PASS."""
         t = self.table
-        verdict = "PASS" if ran and self.unexpected() == 0 and t.checked_rows() > 0 else "FAIL"
-        return {"verdict": verdict if ran else "SKIPPED", "suites": t.as_dict(), "rows": t.checked_rows(),
-                "mismatches": t.mismatches(),
+        verdict = "PASS" if self.checked and min(self.checked.values()) > 0 and self.unexpected() == 0 else "FAIL"
+        return {"verdict": verdict if ran else "SKIPPED", "checked_rows": self.checked,
+                "suites": t.as_dict(), "rows": t.checked_rows(), "mismatches": t.mismatches(),
                 "first_failure": None if self.failures.first is None else str(self.failures.first),
                 "first_failures": self.failures.suites, "failing_calls": len(self.failing),
                 "unexpected_failures": self.unexpected(), "failing": self.failing[:100],
@@ -421,10 +452,11 @@ class Part:
 
 def check_calls(what: str, calls: Iterable[tuple[str, Any]], guard: Guard, part: Part, verbose: bool) -> None:
     """Every (suite, call) that ``guard``'s implementation declares it takes, through the guard into ``part``
-    (a suite's name ends with the implementation's variant); the others counted as skipped."""
+    (a suite's name ends with the implementation's variant), its rows counted as the part's check ``what``; the
+    others counted as skipped."""
     impl = guard.impl
     t_start = time.perf_counter()
-    i = 0
+    i = rows = 0
     seen: set[str] = set()
     it: Iterator[tuple[str, Any]] = iter(calls)
     while True:
@@ -444,10 +476,12 @@ def check_calls(what: str, calls: Iterable[tuple[str, Any]], guard: Guard, part:
         seen.add(name)
         part.add(name, call.name, call.b, outcome, impl, time.perf_counter() - t0, _const(call))
         i += 1
+        rows += call.b
         if verbose or i % 10 == 0:
             progress(f"  {what} {i} {call.name}: {time.perf_counter() - t0:.1f} s, {part.table.mismatches()} "
                      f"mismatches ({time.perf_counter() - t_start:.0f} s)")
-    progress(f"  {what}: {i} calls, {part.table.checked_rows()} rows, {part.table.mismatches()} mismatches "
+    part.checked[what] = part.checked.get(what, 0) + rows
+    progress(f"  {what}: {i} calls, {rows} rows, {part.table.mismatches()} mismatches "
              f"({time.perf_counter() - t_start:.0f} s)")
 
 
@@ -499,16 +533,17 @@ def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
 def bulk(
     part: Part, n_rows: int, v: int, batch: int, device: Any, bulk_seed: int = 0, greedy_only: bool = False,
     impls: Sequence[Implementation] | None = None, time_limit: float = DEFAULT_TIME_LIMIT,
-) -> None:
-    """The >= 10^6-row GPU suite. Rows are defined by integer hashing of a per-row seed (``hashed_rows_torch``),
-    built on the GPU, run through the implementations, copied once into shared memory, and checked by a process
-    pool running the reference on slices of it. The first batch's rows are also compared bit for bit with the
-    CPU's ``hashed_rows``, so a failure can be replayed from the row seeds alone. Each batch runs through every
-    selector implementation of ``impls`` that takes the bulk rows (default pp3's kernels: ``propose``, the segment
-    selector, its launch C gathering at these batch sizes; the tile selector; the greedy selector both ways), each
-    call through the guard (the first batch's replayed); a selector of T0 rows only is checked on the rows whose
-    reference outputs are a T0 row's (target temperature ±0, or failed by the logits);
-    ``greedy_only``: every row's temperature is ±0, so every implementation is checked on every row."""
+) -> int:
+    """The >= 10^6-row GPU suite; returns the rows checked (0 if no implementation takes them). Rows are defined by
+    integer hashing of a per-row seed (``hashed_rows_torch``), built on the GPU, run through the implementations,
+    copied once into shared memory, and checked by a process pool running the reference on slices of it. The first
+    batch's rows are also compared bit for bit with the CPU's ``hashed_rows``, so a failure can be replayed from the
+    row seeds alone. Each batch runs through every selector implementation of ``impls`` that takes the bulk rows
+    (default pp3's kernels: ``propose``, the segment selector, its launch C gathering at these batch sizes; the tile
+    selector; the greedy selector both ways), each call through the guard (the first batch's replayed); a selector
+    of T0 rows only is checked on the rows whose reference outputs are a T0 row's (target temperature ±0, or failed
+    by the logits); ``greedy_only``: every row's temperature is ±0, so every implementation is checked on every
+    row."""
     from multiprocessing import shared_memory
 
     import torch
@@ -592,6 +627,7 @@ def bulk(
             ]
             pipe.submit((ran, keys, shm), tasks)
     part.table.rows["bulk"]["time_s"] = time.perf_counter() - t0
+    return done if guards else 0  # no implementation took the bulk rows: none was checked
 
 
 # ------------------------------------------------------------------------------------------------------ the run
@@ -613,14 +649,53 @@ def implementations(specs: Sequence[tuple[Role, str]], selectors: Sequence[str] 
     return found
 
 
-def _law(impls: dict[Role, list[Implementation]], args: argparse.Namespace, out: Path) -> dict[str, Any]:
+def check_name(impl: Implementation) -> str:
+    """The name of an implementation's check in its part's checked rows and in the progress lines: pp3's kernels by
+    their suites' names (propose, gather, tiles, greedy, rescan; verifier), any other implementation by its label."""
+    if impl.name == builtin.KERNELS:
+        return impl.variant or ("propose" if impl.role == "selector" else "verifier")
+    return impl.label
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What one ``pp3 verify`` run checks (``pp3.cli`` builds it from the options, refusing any that cannot apply)."""
+
+    size: str  # one of SIZES
+    parts: tuple[str, ...]  # of PARTS, in their order (with ``plugged``: those of the roles given that claim exactness)
+    suites: bool  # the selector's and the verifier's suites run (not with --bulk-only)
+    bulk_rows: int  # the selector part's bulk rows (0: none)
+    bulk_seed: int
+    bulk_vocab: int
+    bulk_greedy: bool
+    out: Path  # where the first failing case of each suite is written
+    json: bool
+    impls: dict[Role, list[Implementation]]  # by role: those --impl names, else pp3's kernels (``implementations``)
+    plugged: bool  # the implementations were given (--impl): the report names them and carries both verdicts
+    xfail: ExpectedFailures  # the implementer's expected failures (--expected-failures)
+    call_timeout: float  # seconds one call may take (``pp3.harness.guard``)
+    law: bool  # the law verdict for implementations that claim bit-exactness too (--law)
+    law_n: int
+    alpha: float
+
+    def exact(self, role: Role) -> list[Implementation]:
+        """The implementations of ``role`` that claim bit-exactness (the others are judged in law only)."""
+        return [i for i in self.impls[role] if i.caps.exact]
+
+    def law_asked(self) -> bool:
+        """Whether the run gives a lossless-in-law verdict: with --law, or for an implementation that does not claim
+        bit-exactness."""
+        return self.law or any(not i.caps.exact for r in ROLES for i in self.impls[r])
+
+
+def _law(plan: Plan) -> dict[str, Any]:
     """The lossless-in-law verdict (``pp3.audit.law``) of every implementation that does not claim bit-exactness,
     or of every one with ``--law``."""
     from pp3.audit import law
 
-    judged = [i for r in ROLES for i in impls[r] if args.law or not i.caps.exact]
+    judged = [i for r in ROLES for i in plan.impls[r] if plan.law or not i.caps.exact]
     if not judged:
-        return {"verdict": "SKIPPED", "alpha": args.alpha,
+        return {"verdict": "SKIPPED", "alpha": plan.alpha,
                 "reason": "every implementation claims bit-exactness, which the bit-exact verdict checks (a "
                 "bit-exact selector and verifier are lossless by SPEC.md §11.9); --law runs it anyway"}
     runs = []
@@ -629,80 +704,59 @@ def _law(impls: dict[Role, list[Implementation]], args: argparse.Namespace, out:
         if impl.role == "verifier":  # the drafter on the GPU where there is one; the planted bugs at <= 10^5
             import torch
 
-            runs.append(law.verifier_law(impl, out, n=args.law_n, mutant_n=min(args.law_n, 100_000),
-                                         alpha=args.alpha, device="cuda" if torch.cuda.is_available() else "cpu",
-                                         time_limit=args.call_timeout))
+            runs.append(law.verifier_law(impl, plan.out, n=plan.law_n, mutant_n=min(plan.law_n, 100_000),
+                                         alpha=plan.alpha, device="cuda" if torch.cuda.is_available() else "cpu",
+                                         time_limit=plan.call_timeout))
         else:
             runs.append(law.selector_law(impl))
         progress(f"  law: {impl.label}: {runs[-1]['verdict']}")
     done = [r["verdict"] for r in runs if r["verdict"] != "SKIPPED"]
     verdict = "PASS" if done and all(v == "PASS" for v in done) and len(done) == len(runs) else (
         "SKIPPED" if not done else "FAIL")
-    return {"verdict": verdict, "alpha": args.alpha, "correction": "Holm", "audits": runs}
+    return {"verdict": verdict, "alpha": plan.alpha, "correction": "Holm", "audits": runs}
 
 
-def run(args: argparse.Namespace) -> int:
-    """``pp3 verify`` on parsed arguments (``pp3.cli`` checks them): 0 PASS, 1 FAIL, 2 a run that cannot start."""
+def _conformance_part(report: dict[str, Any] | None) -> dict[str, Any]:
+    """The conformance part's entry of the report: every row that ran (a file or a generated check on an
+    implementation; a row its declaration excludes is listed as skipped, and asked for nothing), with the same rule
+    as the other parts: PASS only if each checked at least one item and none mismatched."""
+    if report is None:
+        return {"verdict": "SKIPPED", "checked_rows": {}, "rows": 0, "mismatches": 0}
+    ran = [r for r in (*report["results"], *report["sweeps"]) if r["skipped"] is None]
+    checked = {f"{r.get('file') or r['check']} ({r['implementation']})": int(r["checked"]) for r in ran}
+    bad = sum(int(r["mismatches"]) for r in ran)
+    verdict = "PASS" if checked and min(checked.values()) > 0 and bad == 0 else "FAIL"
+    return {"verdict": verdict, "checked_rows": checked, "rows": sum(checked.values()), "mismatches": bad,
+            **{k: report[k] for k in ("implementations", "results", "sweeps", "failures")}}
+
+
+def run(plan: Plan, device: Any) -> int:
+    """``pp3 verify`` on a checked plan (``pp3.cli``): 0 PASS, 1 FAIL."""
     import warnings
-
-    import torch
 
     # The interpreter evaluates uint64 Philox and key arithmetic in NumPy, which warns on intended wrap-around.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        impls = implementations(args.impl or (), args.selectors)
-        xfail = ExpectedFailures.load(args.expected_failures)
-    except (ImplementationError, ExpectedFailuresError) as e:
-        print(f"pp3 verify: {e}", file=sys.stderr)
-        return 2
-    plugged = bool(args.impl)
-    exact = {r: [i for i in impls[r] if i.caps.exact] for r in ROLES}
-    parts = ("selector",) if args.bulk_only else tuple(p for p in PARTS if p in args.parts)
-    if plugged:  # the parts of the roles given that claim bit-exactness (and the conformance files of those)
-        parts = tuple(p for p in parts if (p in ROLES and exact[p]) or (p == "conformance" and any(exact.values())))
-    kernels_run = not plugged or any(i.name == builtin.KERNELS for r in ROLES for i in impls[r]) or (
-        "verifier" in parts and not args.bulk_only)  # accept-plans: drafts proposed by pp3's kernels
-    if kernels_run and device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        print("pp3 verify: no CUDA GPU: set TRITON_INTERPRET=1 to run the kernels through Triton's interpreter",
-              file=sys.stderr)
-        return 2
-    if args.replay:
-        return replay(args.replay, device, args.json, impls if plugged else None, args.call_timeout)
-    size = "quick" if args.quick else "full" if args.full or device.type == "cuda" else "standard"
-    if size == "full" and device.type != "cuda":
-        print("pp3 verify: --full runs the SPEC vocabularies (V up to 262144), for a CUDA GPU; in the interpreter "
-              "use the default sizes or --quick", file=sys.stderr)
-        return 2
-    bulk_rows = args.bulk_rows if args.bulk_rows is not None else (1_000_000 if device.type == "cuda" else 0)
-    if args.selectors and (args.bulk_only or "selector" not in parts):
-        print("pp3 verify: --selectors picks the selector part's suites; with --bulk-only or without the selector "
-              "part it would check nothing it names", file=sys.stderr)
-        return 2
-    if args.bulk_only and bulk_rows == 0:
-        print("pp3 verify: --bulk-only with 0 bulk rows would check nothing; give --bulk-rows N (N >= 1)",
-              file=sys.stderr)
-        return 2
-
+    size, parts, impls, xfail = plan.size, plan.parts, plan.impls, plan.xfail
     stamp = environment()
-    named = f", implementations={','.join(sorted({i.label for r in ROLES for i in impls[r]}))}" if plugged else ""
+    named = (f", implementations={','.join(sorted({i.label for r in ROLES for i in impls[r]}))}" if plan.plugged
+             else "")
     progress(f"pp3 verify: device={stamp['gpu'] or 'cpu (interpreter)'}, sizes={size}, parts={','.join(parts)}"
              f"{named}, commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
     t_start = time.perf_counter()
-    select, accept = Part("selector", args.out, xfail), Part("verifier", args.out, xfail)
+    select, accept = Part("selector", plan.out, xfail), Part("verifier", plan.out, xfail)
     skipped_parts = [{"part": r, "implementation": i.label, "reason": "declares exact=False: judged in law only"}
                      for r in ROLES for i in impls[r] if not i.caps.exact]
     if "selector" in parts:
-        if not args.bulk_only:
-            for impl in exact["selector"]:
-                check_calls(impl.variant or "selector", selector_calls(size), Guard(impl, None, args.call_timeout),
-                            select, size == "full")
-        if bulk_rows:
-            bulk(select, bulk_rows, args.bulk_vocab, 1024, device, args.bulk_seed, args.bulk_greedy,
-                 exact["selector"], args.call_timeout)
+        if plan.suites:
+            for impl in plan.exact("selector"):
+                check_calls(check_name(impl), selector_calls(size), Guard(impl, None, plan.call_timeout), select,
+                            size == "full")
+        if plan.bulk_rows:
+            select.checked["bulk"] = bulk(select, plan.bulk_rows, plan.bulk_vocab, 1024, device, plan.bulk_seed,
+                                          plan.bulk_greedy, plan.exact("selector"), plan.call_timeout)
     if "verifier" in parts:
-        for impl in exact["verifier"]:
-            check_calls("verifier", verifier_calls(size, device), Guard(impl, None, args.call_timeout), accept,
+        for impl in plan.exact("verifier"):
+            check_calls(check_name(impl), verifier_calls(size, device), Guard(impl, None, plan.call_timeout), accept,
                         size == "full")
     conformance_report: dict[str, Any] | None = None
     if "conformance" in parts:
@@ -710,13 +764,13 @@ def run(args: argparse.Namespace) -> int:
 
         t0 = time.perf_counter()
         by_name: dict[str, list[Implementation]] = defaultdict(list)
-        for i in (*exact["selector"], *exact["verifier"]):
+        for i in (*plan.exact("selector"), *plan.exact("verifier")):
             by_name[i.name].append(i)
-        subjects = list(by_name.items()) if plugged else [("kernels", builtin.kernels())]
-        conformance_report = conformance.run(subjects=subjects, out=args.out, xfail=xfail,
-                                             time_limit=args.call_timeout)
+        subjects = list(by_name.items()) if plan.plugged else [("kernels", builtin.kernels())]
+        conformance_report = conformance.run(subjects=subjects, out=plan.out, xfail=xfail,
+                                             time_limit=plan.call_timeout)
         progress(f"  conformance: {conformance_report['verdict']} ({time.perf_counter() - t0:.0f} s)")
-    law_doc = _law(impls, args, args.out)
+    law_doc = _law(plan)
 
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -726,8 +780,7 @@ def run(args: argparse.Namespace) -> int:
         "parts": list(parts),
         "selector": select.as_dict("selector" in parts),
         "verifier": accept.as_dict("verifier" in parts),
-        "conformance": None if conformance_report is None else {
-            k: conformance_report[k] for k in ("verdict", "implementations", "results", "sweeps", "failures")},
+        "conformance": _conformance_part(conformance_report),
         "time_s": 0.0,
         "environment": stamp,
         "implementations": [i.declaration() for r in ROLES for i in impls[r]],
@@ -747,15 +800,15 @@ def run(args: argparse.Namespace) -> int:
         "law": law_doc,
     }
     judged = [v for v in (bit_exact, law_doc["verdict"]) if v in ("PASS", "FAIL")]
-    law_asked = args.law or any(not i.caps.exact for r in ROLES for i in impls[r])
+    law_asked = plan.law_asked()
     doc["verdict"] = "PASS" if judged and all(v == "PASS" for v in judged) and (
         law_doc["verdict"] != "SKIPPED" or not law_asked) else "FAIL"
     doc["time_s"] = round(time.perf_counter() - t_start, 1)
-    if args.json:
+    if plan.json:
         print(json.dumps(doc, indent=1))
     else:
         print(f"environment: {json.dumps(stamp)}")
-        if plugged:
+        if plan.plugged:
             for i in doc["implementations"]:
                 print(f"implementation: {i['role']} {i['name']}{':' + i['variant'] if i['variant'] else ''} "
                       f"({i['api']} API on {i['device']}, formats {','.join(i['formats'])}, V <= {i['max_vocab']}, "
@@ -781,7 +834,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"\nlossless in law: {law_doc['verdict']}"
                   + "".join(f"\n  {a['implementation']} ({a['audit']}): {a['verdict']}"
                             + (f": {a['reason']}" if "reason" in a else "") for a in law_doc.get("audits", [])))
-        each = ", ".join(f"{p} {doc[p]['verdict']}" for p in parts)
+        each = ", ".join(f"{p} {doc[p]['verdict']} ({_rows_line(doc[p]['checked_rows'])})" for p in parts)
         print(f"\nverify: {doc['verdict']} ({each}{'; ' if each else ''}bit-exact {bit_exact}, law "
               f"{law_doc['verdict']}; {doc['time_s']:.0f} s)")
     for part in (select, accept):
@@ -790,3 +843,9 @@ def run(args: argparse.Namespace) -> int:
             progress(f"{kind}: first case of {part.role} suite {suite!r} written to {f['file']}; replay: "
                      f"{f['replay']}")
     return 0 if doc["verdict"] == "PASS" else 1
+
+
+def _rows_line(checked: dict[str, int]) -> str:
+    """A part's rows, and the checks of it that checked none."""
+    none = [what for what, n in checked.items() if n == 0]
+    return f"{sum(checked.values()):,} rows" + (f"; 0 rows: {', '.join(none)}" if none or not checked else "")

@@ -5,7 +5,9 @@ Every function here looks its target up when it is called (``pp3.kernels.propose
 ...), never at import, so a bug planted by replacing a module attribute (a test's monkeypatch, a mutant of
 ``pp3.testing.mutants``) is what runs. ``kernels()`` returns the selector's five variants (the segment selector of
 ``propose``, with its sharded form through ``tile_candidates`` and ``finalize``; launch C's gather; the tile
-selector; the greedy selector both ways, ``LaunchConfig.greedy``) and the verifier; each takes the case's ``tile``.
+selector; the greedy selector both ways, ``LaunchConfig.greedy``) and the verifier at its default launch; each takes
+the case's ``tile``. ``verifier(launch)`` is the verifier with another launch (its screen and handover variants, as
+``AcceptCall.run_kernel(launch=...)`` runs them).
 """
 
 from __future__ import annotations
@@ -89,10 +91,17 @@ def _greedy(how: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
     return one, shards
 
 
-def _verify(target_logits: Any, target_temperature: Any, draft_tokens: Any, draft_status: Any, draft_ids: Any,
-            draft_tickets: Any, seed: Any, round: Any, position: Any, *, tile: int | None = None) -> Any:
-    return _kernel("verify")(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets,
-                             seed, round, position, tile=tile)
+def _verify(launch: Any) -> Callable[..., Any]:
+    """The verifier with ``launch`` (a ``LaunchConfig``: its ``screen`` and ``handover`` pick the variants), or with
+    the launcher's default (None: what any caller gets)."""
+    how = {} if launch is None else {"launch": launch}
+
+    def verify(target_logits: Any, target_temperature: Any, draft_tokens: Any, draft_status: Any, draft_ids: Any,
+               draft_tickets: Any, seed: Any, round: Any, position: Any, *, tile: int | None = None) -> Any:
+        return _kernel("verify")(target_logits, target_temperature, draft_tokens, draft_status, draft_ids,
+                                 draft_tickets, seed, round, position, tile=tile, **how)
+
+    return verify
 
 
 def _philox(ctr: Any, key: Any) -> Any:
@@ -103,11 +112,20 @@ def _expf(z: Any) -> Any:
     return _kernel("expf")(z)
 
 
+CAPS = Capabilities(api="torch", tile=True)  # pp3's kernels: torch tensors, each case's tile
+PRIMITIVES: dict[str, Callable[..., Any]] = {"philox": _philox, "expf": _expf}
+
+
+def verifier(launch: Any = None) -> Implementation:
+    """pp3's Triton verifier as an implementation; ``launch``: a ``LaunchConfig`` picking its variants (its
+    ``screen`` and ``handover``: ``pp3.kernels.verify``), None the launcher's default (what ``kernels()`` runs)."""
+    return Implementation("verifier", KERNELS, _verify(launch), CAPS, primitives=PRIMITIVES)
+
+
 def kernels() -> list[Implementation]:
-    """pp3's Triton kernels: the selector's variants (``SELECTOR_KERNELS``) and the verifier, on the CUDA GPU if
-    torch sees one, else on the CPU (Triton's interpreter, TRITON_INTERPRET=1)."""
-    caps = Capabilities(api="torch", tile=True)
-    prims: dict[str, Callable[..., Any]] = {"philox": _philox, "expf": _expf}
+    """pp3's Triton kernels: the selector's variants (``SELECTOR_KERNELS``) and the verifier (its default launch),
+    on the CUDA GPU if torch sees one, else on the CPU (Triton's interpreter, TRITON_INTERPRET=1)."""
+    caps, prims = CAPS, PRIMITIVES
     greedy, greedy_shards = _greedy("keys")
     rescan, rescan_shards = _greedy("rescan")
     return [
@@ -118,7 +136,7 @@ def kernels() -> list[Implementation]:
         Implementation("selector", KERNELS, _tiles, caps, variant="tiles"),
         Implementation("selector", KERNELS, greedy, caps, sharded=greedy_shards, t0_only=True, variant="greedy"),
         Implementation("selector", KERNELS, rescan, caps, sharded=rescan_shards, t0_only=True, variant="rescan"),
-        Implementation("verifier", KERNELS, _verify, caps, primitives=prims),
+        verifier(),
     ]
 
 

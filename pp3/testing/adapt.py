@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pp3.harness.builtin import KERNELS
 from pp3.harness.protocol import PARAMETERS, Implementation
 from pp3.reference import K, Proposal, Verdict
 from pp3.testing.call import AcceptCall, Call
@@ -176,11 +177,14 @@ def admits(impl: Implementation, call: Call | AcceptCall) -> str | None:
 
 def prepare(impl: Implementation, call: Call) -> Call:
     """The selector call as ``impl`` runs it: every target temperature +0.0 for a selector of T0 rows only, and a
-    variant's name after the case's (``Call.kernel`` names pp3's kernel variants; see ``Call.as_greedy``)."""
+    variant's name after the case's; for pp3's kernels the variant is also the call's ``kernel`` (``Call.kernel``
+    names pp3's kernel variants, which a written case records for its replay; see ``Call.as_greedy``)."""
     if impl.t0_only:
         call = call.replace(temperature=np.zeros_like(call.temperature))
     if impl.variant:
-        call = call.replace(kernel=impl.variant, name=f"{call.name} {impl.variant}")
+        call = call.replace(name=f"{call.name} {impl.variant}")
+        if impl.name == KERNELS:
+            call = call.replace(kernel=impl.variant)
     return call
 
 

@@ -9,8 +9,10 @@ into a test as it is. NumPy only at import (torch and the kernels are imported w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
+import os
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -264,7 +266,7 @@ class Call:
                 f"round={list(self.round)!r}, position={list(self.position)!r}, "
                 f"tau=float.fromhex({self.tau.hex()!r}), tile={self.tile}, tensor_args={self.tensor_args}"
                 + (f", cuts={list(self.cuts)!r})" if self.cuts else ")")
-                + _REPLAY.get(self.kernel, ""))
+                + _REPLAY[self.kernel])
 
 
 # How a replay line turns a propose call into each kernel's call (``Call.kernel``).
@@ -354,6 +356,19 @@ GIVEN_TEMPERATURE: dict[str, tuple[type[np.unsignedinteger[Any]], Any, str]] = {
     "float16": (np.uint16, np.float16, "float16"),
     "bfloat16": (np.uint16, None, "bfloat16"),
 }
+
+
+def given_rounds_to(dtype: str, bits: npt.NDArray[Any], fp32: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
+    """Per row, whether the temperature given as ``dtype`` (GIVEN_TEMPERATURE) with raw ``bits`` rounds to the fp32
+    value ``fp32`` (RNE, SPEC.md §11.2; any NaN for a NaN)."""
+    with np.errstate(all="ignore"):
+        if dtype == "bfloat16":
+            rounded = bf16_bits_to_float32(bits)
+        else:
+            rounded = bits.view(GIVEN_TEMPERATURE[dtype][1]).astype(np.float32)
+    same: npt.NDArray[np.bool_] = (rounded.view(np.uint32) == fp32.view(np.uint32)) | (np.isnan(rounded) &
+                                                                                       np.isnan(fp32))
+    return same
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -464,15 +479,138 @@ class AcceptCall:
                                      seed=self.seed, round=self.round, position=self.position)
         return out
 
-    def run_kernel(self, device: Any = None) -> Verdict:
+    def run_kernel(self, device: Any = None, launch: Any = None) -> Verdict:
         """pp3's Triton verifier on this call (every argument a tensor on ``device``), through the seam
-        (``pp3.harness``); the result as NumPy arrays."""
+        (``pp3.harness``); ``launch``: a ``kernels.LaunchConfig`` picking its variants (``screen``, ``handover``),
+        None the launcher's default. The result as NumPy arrays."""
         from pp3.harness import builtin
         from pp3.testing import adapt
 
-        out: Verdict = adapt.verifier(builtin.kernel("verifier"), self,
-                                      default_device() if device is None else device)()
+        out: Verdict = adapt.verifier(builtin.verifier(launch), self, default_device() if device is None else device)()
         return out
+
+
+# ----------------------------------------------------------------------------------------------- recorded calls
+
+
+class DamagedRecord(ValueError):
+    """A file that does not hold a call as pp3's tools record it (``pp3 verify``'s failing cases, ``accept_bulk``'s
+    batches): missing, not a .npz file NumPy reads, a member missing or of the wrong dtype or shape, or a call the
+    reference refuses. The message says what, in one line, without the path (the caller names the file)."""
+
+
+Members = Mapping[str, npt.NDArray[Any]]  # a .npz file's arrays by name
+T = TypeVar("T")
+
+
+def read_record(path: str, read: Callable[[Members], T]) -> T:
+    """``read`` on the members of the .npz file ``path`` (read without pickles). Any failure to read the file or a
+    member, and a member that ``read`` refuses, is a ``DamagedRecord``: whatever the file holds, reading it raises
+    nothing else."""
+    if not os.path.isfile(path):
+        raise DamagedRecord("no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return read(z)
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as e:  # NumPy's and zipfile's errors
+        if isinstance(e, DamagedRecord):
+            raise
+        raise DamagedRecord(f"not a .npz file NumPy reads ({type(e).__name__}: {' '.join(str(e).split())})") from e
+
+
+def member(z: Members, key: str, dtype: Any, shape: tuple[int | None, ...]) -> npt.NDArray[Any]:
+    """Member ``key`` of a record, exactly of ``dtype`` (``str``: text) and ``shape`` (``None``: any size there)."""
+    if key not in z:
+        raise DamagedRecord(f"no member {key!r}")
+    a = z[key]
+    dtype_ok = a.dtype.kind == "U" if dtype is str else a.dtype == np.dtype(dtype)
+    shape_ok = a.ndim == len(shape) and all(w is None or n == w for n, w in zip(a.shape, shape, strict=True))
+    if not (dtype_ok and shape_ok):
+        want = "text" if dtype is str else str(np.dtype(dtype))
+        raise DamagedRecord(f"{key}: expected {want} of shape {shape}, got {a.dtype} of shape {a.shape}")
+    return a
+
+
+def _fmt(z: Members) -> Fmt:
+    name = str(member(z, "fmt", str, ()))
+    if name not in FORMATS:
+        raise DamagedRecord(f"fmt: {name!r} is none of {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def _tile(z: Members, least: int) -> int | None:
+    """A recorded tile: -1 (None: the automatic tile) or a power of two in ``least`` .. 2^16."""
+    t = int(member(z, "tile", np.int64, ()))
+    if t != -1 and not (least <= t <= 1 << 16 and t & (t - 1) == 0):
+        raise DamagedRecord(f"tile: expected -1 or a power of two in {least} .. 65536, got {t}")
+    return None if t < 0 else t
+
+
+def _rows(z: Members, b: int) -> list[npt.NDArray[Any]]:
+    """The per-row temperature (fp32), seed, round and position (uint64) of a record of ``b`` rows."""
+    return [member(z, "temperature", np.float32, (b,)), *(member(z, k, np.uint64, (b,))
+                                                           for k in ("seed", "round", "position"))]
+
+
+def read_call(z: Members) -> Call:
+    """The selector call of a record (``pp3 verify``'s selector_first.npz)."""
+    fmt = _fmt(z)
+    bits = member(z, "bits", fmt.dtype, (None, None))
+    b, v = bits.shape
+    if b < 1 or v < 1:
+        raise DamagedRecord(f"bits: expected [B, V] with B, V >= 1, got shape {bits.shape}")
+    temperature, seed, rnd, pos = _rows(z, b)
+    cuts = tuple(int(c) for c in member(z, "cuts", np.int64, (None,)))
+    if list(cuts) != sorted(set(cuts)) or any(not 0 < c < v for c in cuts):
+        raise DamagedRecord(f"cuts: expected increasing shard boundaries in 1 .. {v - 1}, got {list(cuts)}")
+    kernel = str(member(z, "selector_kernel", str, ())) if "selector_kernel" in z else "propose"
+    if kernel not in _REPLAY:
+        raise DamagedRecord(f"selector_kernel: {kernel!r} is none of {', '.join(_REPLAY)}")
+    tau = float(member(z, "tau", np.float32, ()))
+    s, r, p = (tuple(int(k) for k in a) for a in (seed, rnd, pos))
+    return Call(fmt, bits, temperature, s, r, p, tau, _tile(z, K), True, cuts, name=str(member(z, "name", str, ())),
+                kernel=kernel)
+
+
+def read_accept_call(z: Members) -> AcceptCall:
+    """The verifier call of a record (``pp3 verify``'s verifier_first.npz, ``accept_bulk``'s batches: without a
+    tile, their verifier's default, and a name)."""
+    fmt = _fmt(z)
+    bits = member(z, "bits", fmt.dtype, (None, None, None))
+    b, d1, v = bits.shape
+    if b < 1 or d1 < 2 or v < 1:
+        raise DamagedRecord(f"bits: expected [B, D+1, V] with B, D, V >= 1, got shape {bits.shape}")
+    d = d1 - 1
+    temperature, seed, rnd, pos = _rows(z, b)
+    draft = {"draft_tokens": member(z, "draft_tokens", np.int32, (b, d)),
+             "draft_status": member(z, "draft_status", np.int8, (b, d)),
+             "draft_ids": member(z, "draft_ids", np.int32, (b, d, K)),
+             "draft_tickets": member(z, "draft_tickets", np.int32, (b, d, K))}
+    return AcceptCall(fmt, bits, temperature, **draft, seed=seed, round=rnd, position=pos,
+                      tile=_tile(z, 2) if "tile" in z else None,
+                      name=str(member(z, "name", str, ())) if "name" in z else "",
+                      given_temperature=_given_temperature(z, temperature) if "given_dtype" in z else None)
+
+
+def _given_temperature(z: Members, fp32: npt.NDArray[np.float32]) -> tuple[str, npt.NDArray[Any]]:
+    """A record's temperatures as the caller gave them (``given_dtype``, ``given_bits``), which must round to its
+    fp32 ``temperature``."""
+    dtype = str(member(z, "given_dtype", str, ()))
+    if dtype not in GIVEN_TEMPERATURE:
+        raise DamagedRecord(f"given_dtype: {dtype!r} is none of {', '.join(GIVEN_TEMPERATURE)}")
+    bits = member(z, "given_bits", GIVEN_TEMPERATURE[dtype][0], fp32.shape)
+    if not given_rounds_to(dtype, bits, fp32).all():
+        raise DamagedRecord("given_bits: do not round to temperature (SPEC.md §11.2)")
+    return dtype, bits
+
+
+def recorded_reference(call: Call | AcceptCall) -> Any:
+    """The reference's outputs of a recorded call; a call whose arguments it refuses (SPEC.md §2, §11.2) is a
+    ``DamagedRecord`` (a tool records only calls the reference ran)."""
+    try:
+        return call.run_reference()
+    except (TypeError, ValueError) as e:
+        raise DamagedRecord(f"the reference refuses the recorded call ({type(e).__name__}: {e})") from e
 
 
 def kernel_verifier(**kw: Any) -> Verdict:
