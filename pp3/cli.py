@@ -676,7 +676,8 @@ def _cmd_audit_trees(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     audit = e2e_tree.run_audit(
         setup, args.n, shapes=shapes, temperatures=args.temperatures,
-        mutants=() if args.no_mutants else e2e_tree.MUTANTS, mutant_temperatures=args.mutant_temperatures,
+        mutants=() if args.no_mutants else e2e_tree.MUTANTS,
+        mutant_temperatures=args.mutant_temperatures or e2e_tree.MUTANT_TEMPERATURES,
         mutant_n=args.mutant_n, alpha=args.alpha, seed=args.seed, batch=args.batch, progress=bar,
     )
     seconds = time.perf_counter() - t0

@@ -61,6 +61,15 @@ def test_cli_runs_the_tree_audit(capsys: pytest.CaptureFixture[str]) -> None:
     assert [(c["shape"], c["mode"]) for c in doc["real"]["cases"]] == [("2x2", "sampled"), ("2x2", "top-k")]
 
 
+def test_cli_runs_the_planted_bugs_at_their_default_temperatures(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --mutant-temperatures each planted bug runs at e2e_tree.MUTANT_TEMPERATURES (the option's default is
+    None, so that --no-mutants can tell it was given)."""
+    cli.main(["audit-e2e", "--trees", "--n", "200", "--mutant-n", "200", "--shapes", "2x2", "--temperatures", "1",
+              "--json", "--quiet"])
+    doc = json.loads(capsys.readouterr().out)
+    assert [len(f["cases"]) for f in doc["mutants"]] == [2 * len(e2e_tree.MUTANT_TEMPERATURES)] * len(e2e_tree.MUTANTS)
+
+
 @pytest.mark.parametrize(("args", "words"), [
     (["--trees", "--verifier", "triton"], "--verifier does not apply"),
     (["--trees", "--shapes", "3x3"], "unknown ['3x3']"),

@@ -40,6 +40,7 @@ Progress = Callable[[int, int], None]
 
 ALPHA = 0.01
 TEMPERATURES = (0.0, 0.5, 1.0, 2.0)
+MUTANT_TEMPERATURES = (0.5, 1.0, 2.0)  # the planted bugs' runs: T = 0 draws nothing they could change
 # Tree shapes by branching per level (each node of depth d has branching[d] children).
 SHAPES: dict[str, tuple[int, ...]] = {"2x2": (2, 2), "4-2-1": (4, 2, 1), "8x1": (8,), "chain": (1, 1, 1, 1)}
 # The planted bugs of this audit (pp3.testing.mutants), each caught by its own family.
@@ -265,7 +266,7 @@ def run_audit(
     temperatures: Sequence[float] = TEMPERATURES,
     mutants: Sequence[str] = MUTANTS,
     mutant_shapes: Sequence[str] = ("2x2", "8x1"),
-    mutant_temperatures: Sequence[float] = (0.5, 1.0, 2.0),
+    mutant_temperatures: Sequence[float] = MUTANT_TEMPERATURES,
     mutant_n: int | None = None,
     alpha: float = ALPHA,
     seed: int = 0,
@@ -291,6 +292,7 @@ __all__ = [
     "ALPHA",
     "MODES",
     "MUTANTS",
+    "MUTANT_TEMPERATURES",
     "SHAPES",
     "TEMPERATURES",
     "Audit",
