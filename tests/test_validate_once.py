@@ -194,13 +194,8 @@ def group() -> Iterator[None]:
 
     if dist.is_initialized():
         pytest.skip("a default process group already exists in this process")
-    dist.init_process_group(
-        "gloo",
-        store=dist.HashStore(),
-        rank=0,
-        world_size=1,  # type: ignore[attr-defined]
-        timeout=timedelta(seconds=30),
-    )
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,  # type: ignore[attr-defined]
+                            timeout=timedelta(seconds=30))
     try:
         yield
     finally:
