@@ -10,6 +10,7 @@ outputs that do not overlap each other or an input; a tile that fits; keys as ``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -83,9 +84,23 @@ def exp_constants(device: torch.device) -> torch.Tensor:
     return cached
 
 
-def _options(pdl: bool) -> dict[str, Any]:
-    """Compile options of an exact-path launch (``config.EXACT``), with programmatic dependent launch or not."""
-    return {**EXACT, "launch_pdl": True} if pdl else dict(EXACT)
+@dataclass(frozen=True)
+class Plan:
+    """What every launch of one call shares, decided once per call (``plan``), not again in each launch: the call's
+    ``LaunchConfig``, whether its launches use programmatic dependent launch (``config.use_pdl``, which reads PP3_PDL
+    and the device's capability), their compile options (``config.EXACT``, with PDL or not), and SPEC.md §6's
+    constants on the device."""
+
+    launch: LaunchConfig
+    pdl: bool
+    options: dict[str, Any]
+    consts: torch.Tensor
+
+
+def plan(device: torch.device, launch: LaunchConfig) -> Plan:
+    """The plan of one call on ``device`` with options ``launch``."""
+    pdl = use_pdl(device, launch)
+    return Plan(launch, pdl, {**EXACT, "launch_pdl": True} if pdl else dict(EXACT), exp_constants(device))
 
 
 # ------------------------------------------------------------------------------------------------------ selector
@@ -94,11 +109,14 @@ def _options(pdl: bool) -> dict[str, Any]:
 def tiles(x: torch.Tensor, id_offset: int, tile: int, out: Candidates, tile_base: int, launch: LaunchConfig) -> None:
     """Launch 1 on a shard ``x`` [B, V_shard] of global IDs ``id_offset ..``: per tile its first K keys and its
     flags, into tiles ``tile_base ..`` of ``out``."""
+    _tiles(x, id_offset, tile, out, tile_base, plan(x.device, launch))
+
+
+def _tiles(x: torch.Tensor, id_offset: int, tile: int, out: Candidates, tile_base: int, p: Plan) -> None:
     b, v = x.shape
     total = out.flags.shape[1]
     cap = tile_cap(tile)
     scratch = torch.empty((b, total, cap), dtype=torch.int64, device=x.device)
-    pdl = use_pdl(x.device, launch)
     _select._tile_candidates_kernel[(b, triton.cdiv(v, tile))](
         # inputs
         x.view(RAW[x.dtype]),
@@ -116,9 +134,9 @@ def tiles(x: torch.Tensor, id_offset: int, tile: int, out: Candidates, tile_base
         TILE=tile,
         K=K,
         CAP=cap,
-        PDL=pdl,
-        num_warps=launch.warps[0],
-        **_options(pdl),
+        PDL=p.pdl,
+        num_warps=p.launch.warps[0],
+        **p.options,
     )
 
 
@@ -130,6 +148,10 @@ def finalize(
     one launch first checks each row's candidates against what launch 1 guarantees (``_check_candidates_kernel``;
     IDs below ``vocab_size``) and fails a row that breaks it with status ``buffers.BAD_CANDIDATES`` and the
     failed-row outputs, and launch 2 then reads none of that row's candidates."""
+    return _finalize(cands, keys, tau, plan(cands.keys.device, launch), out, vocab_size)
+
+
+def _finalize(cands: Candidates, keys: RowKeys, tau: float, p: Plan, out: Proposal, vocab_size: int | None) -> Proposal:
     b, n_tiles = cands.flags.shape
     dev = cands.keys.device
     checked = vocab_size is not None
@@ -143,7 +165,6 @@ def finalize(
     # most K - 1 slots past a row's CAP) inside this buffer should a row break it. A caller's candidates get a zeroed
     # scratch (defined reads whatever the data).
     scratch = (torch.zeros if checked else torch.empty)((b + 1, FINALIZE_CAP), dtype=torch.int64, device=dev)
-    pdl = use_pdl(dev, launch)
     _select._finalize_kernel[(b,)](
         # inputs
         cands.keys,
@@ -154,7 +175,7 @@ def finalize(
         keys.round,
         keys.position,
         tau,
-        exp_constants(dev),
+        p.consts,
         DOMAIN_PROPOSAL,  # < 2^63: Triton passes it as an int64 with the same bits
         # outputs
         out.status,
@@ -167,11 +188,11 @@ def finalize(
         NT=triton.next_power_of_2(n_tiles),
         K=K,
         CAP=FINALIZE_CAP,
-        PDL=pdl,
+        PDL=p.pdl,
         CHECKED=checked,
         BAD=BAD_CANDIDATES,
-        num_warps=launch.warps[1],
-        **_options(pdl),
+        num_warps=p.launch.warps[1],
+        **p.options,
     )
     return out
 
@@ -181,24 +202,26 @@ def propose(
 ) -> Proposal:
     """The selector over contiguous shards of one batch (in ID order) whose tiles fit launch 2, into ``out``: the
     segment selector on one shard (as ``launch.selector`` says), else both launches of the tile selector."""
+    p = plan(xs[0].device, launch)
     if len(xs) == 1 and launch.selector != "tiles":
-        return segments(xs[0], keys, tau, launch, out)
+        return _segments(xs[0], keys, tau, p, out)
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     cands = new_candidates(xs[0].shape[0], sum(n), xs[0].device)
     offset = base = 0
     for s, nt in zip(xs, n, strict=True):
-        tiles(s, offset, tile, cands, base, launch)
+        _tiles(s, offset, tile, cands, base, p)
         offset += s.shape[1]
         base += nt
-    return finalize(cands, keys, tau, launch, out)
+    return _finalize(cands, keys, tau, p, out, None)
 
 
-def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal) -> Proposal:
+def _segments(x: torch.Tensor, keys: RowKeys, tau: float, p: Plan, out: Proposal) -> Proposal:
     """The segment selector (``_select.py``: launches A and B, one program per segment of a row, and C, one per row;
     without B when C gathers, ``segment_gathers``) on ``x`` [B, V], into ``out``. Its buckets and survivor counters
     (``_workspace``) are left as found."""
     b, v = x.shape
     dev = x.device
+    launch = p.launch
     gather = segment_gathers(b, launch)
     seg = launch.segment or segment_size(v, b, gather)
     n_seg = triton.cdiv(v, seg)
@@ -210,28 +233,28 @@ def segments(x: torch.Tensor, keys: RowKeys, tau: float, launch: LaunchConfig, o
     surv = _workspace.survivor_slots(dev, b, SEGMENT_CAP)
     blocks = torch.empty((b, n_blk if gather else 1), dtype=torch.float32, device=dev)
     scratch = torch.empty((b, 2 * SEGMENT_CAP + SCAN_CAP), dtype=torch.int64, device=dev)
-    pdl = use_pdl(dev, launch)
+    pdl, options = p.pdl, p.options
     raw, kind = x.view(RAW[x.dtype]), KIND[x.dtype]
     wa, wb, wc = segment_warps(gather, launch)
     _select._segment_max_kernel[(b, n_seg)](
         raw, x.stride(0), v, buckets, blocks,
-        KIND=kind, L=seg, NB=nb, BLK=blk, BLOCKS=gather, PDL=pdl, num_warps=wa, **_options(pdl),
+        KIND=kind, L=seg, NB=nb, BLK=blk, BLOCKS=gather, PDL=pdl, num_warps=wa, **options,
     )
     if not gather:
         _select._segment_filter_kernel[(b, n_seg)](
             raw, x.stride(0), v, n_seg, buckets, surv, nsurv, keys.temperature,
-            KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, num_warps=wb, **_options(pdl),
+            KIND=kind, L=seg, NB=nb, NBP=nbp, CAP=SEGMENT_CAP, K=K, PDL=pdl, num_warps=wb, **options,
         )
     _select._segment_merge_kernel[(b,)](
         # inputs
         raw, x.stride(0), v, n_seg, buckets, blocks, n_blk, surv, nsurv,
-        keys.temperature, keys.seed, keys.round, keys.position, tau, exp_constants(dev), DOMAIN_PROPOSAL,
+        keys.temperature, keys.seed, keys.round, keys.position, tau, p.consts, DOMAIN_PROPOSAL,
         # outputs
         out.status, out.token, out.ids, out.tickets, scratch,
         # compile-time
         KIND=kind, NB=nb, NBP=nbp, GATHERED=gather, BLK=blk, BC=min(SEGMENT_SELECT, triton.next_power_of_2(n_blk)),
         GATHER=SEGMENT_GATHER * wc, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
-        **_options(pdl),
+        **options,
     )
     return out
 
@@ -252,7 +275,8 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
     total = sum(n)
     part = torch.empty((b, total), dtype=torch.int64, device=dev)
-    pdl = use_pdl(dev, launch)
+    p = plan(dev, launch)
+    pdl, options = p.pdl, p.options
     rescan = greedy_rescans(xs, launch)
     offset = base = 0
     for s, nt in zip(xs, n, strict=True):
@@ -272,7 +296,7 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
             PDL=pdl,
             RESCAN=rescan,
             num_warps=launch.warps[0],
-            **_options(pdl),
+            **options,
         )
         offset += s.shape[1]
         base += nt
@@ -297,7 +321,7 @@ def greedy(xs: Sequence[torch.Tensor], tile: int, launch: LaunchConfig, out: Pro
         PDL=pdl,
         RESCAN=rescan,
         num_warps=launch.warps[0],
-        **_options(pdl),
+        **options,
     )
     return out
 
@@ -356,7 +380,7 @@ def verify(
     weights = torch.empty((b, v), dtype=torch.float32, device=dev)  # launch 3's row a, read by launches 6 and 7
     status, accepted, tokens = out.status, out.accepted, out.tokens
     tok, dst, ids, tix = draft_tokens, draft_status, draft_ids, draft_tickets
-    consts = exp_constants(dev)
+    consts = plan(dev, launch).consts
     raw = x.view(RAW[x.dtype])
     logits = (raw, x.stride(0), x.stride(1), v)
     row = (*logits, n_tiles)  # the target logits and their tiles
