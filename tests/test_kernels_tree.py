@@ -28,6 +28,7 @@ from triton.language.random import philox_impl  # noqa: E402
 import pp3.ops  # noqa: E402, F401  (registers torch.ops.pp3.*)
 from pp3.kernels import _tree  # noqa: E402
 from pp3.kernels import tree as dev  # noqa: E402
+from pp3.reference import TreeStatus  # noqa: E402
 from pp3.reference import tree as ref  # noqa: E402
 from pp3.testing import mutants  # noqa: E402
 from pp3.testing.compare import assert_equal  # noqa: E402
@@ -69,7 +70,7 @@ def _same(got: Any, want: Any, fields: tuple[str, ...], what: str) -> None:
         assert_equal(_host(getattr(got, f)), np.asarray(getattr(want, f)), f"{what}: {f}")
 
 
-def _draw(x: np.ndarray, temp: np.ndarray, parents: list[int], nodes: list[int], children: str,
+def _draw(x: np.ndarray, temp: np.ndarray, parents: list[int], nodes: list[int], children: ref.Children,
           keys: tuple[int, int, int] = (5, 6, 7)) -> tuple[Any, Any]:
     """(kernel, reference) ``propose_tree`` of the same call."""
     want = ref.propose_tree(x, temp, *keys, parents, nodes, 1.0, children)
@@ -91,7 +92,7 @@ def _verify(target: np.ndarray, temp: np.ndarray, parents: list[int], p: Any, wa
     return got, want
 
 
-def _pair(parents: list[int], b: int, v: int, temp: np.ndarray, children: str, seed: int,
+def _pair(parents: list[int], b: int, v: int, temp: np.ndarray, children: ref.Children, seed: int,
           noise: float = 0.7) -> tuple[np.ndarray, Any]:
     """Drafter logits at every node, their drafts (the reference's), and target logits near them (so children are
     accepted and rejected): (target, drafts)."""
@@ -107,7 +108,7 @@ def _pair(parents: list[int], b: int, v: int, temp: np.ndarray, children: str, s
 
 
 @pytest.mark.parametrize("children", ref.CHILDREN)
-def test_draw_equals_the_reference(children: str) -> None:
+def test_draw_equals_the_reference(children: ref.Children) -> None:
     """Sampled, T0 and failed node rows of a 2x2 tree's three inner nodes at V = 1100: a NaN row, a row whose
     support is smaller than its branching (SMALL_SUPPORT)."""
     rng = np.random.default_rng(3)
@@ -116,7 +117,7 @@ def test_draw_equals_the_reference(children: str) -> None:
     x[3, 1, 1:] = -np.inf  # one finite logit: k = 2 > its support
     temp = np.array([1.0, 0.0, 0.7, 1.3], np.float32)
     got, want = _draw(x[:, :3], temp, TWO_BY_TWO, [0, 1, 2], children)
-    assert (want.status == ref.TreeStatus.SMALL_SUPPORT).any() and (want.status == 1).any()
+    assert (want.status == TreeStatus.SMALL_SUPPORT).any() and (want.status == 1).any()
     _same(got, want, DRAW_FIELDS, f"propose_tree {children}")
 
 
@@ -414,11 +415,12 @@ def test_a_captured_tree_step_replays_with_new_keys() -> None:
     x = torch.randn(2, 1, 1000, device=DEV)
     target = torch.randn(2, 7, 1000, device=DEV)
     st = torch.zeros(2, 7, dtype=torch.int8, device=DEV)
-    keys = [torch.tensor([1, 2], device=DEV) for _ in range(3)]
+    seed, rnd, pos = (torch.tensor([1, 2], device=DEV) for _ in range(3))
+    keys = (seed, rnd, pos)
 
     def step() -> tuple[Any, Any]:
-        p = dev.propose_tree(x, temp, *keys, TWO_BY_TWO, [0])
-        return p, dev.verify_walk(target, temp, TWO_BY_TWO, p.tokens, st, *keys)
+        p = dev.propose_tree(x, temp, seed, rnd, pos, TWO_BY_TWO, [0])
+        return p, dev.verify_walk(target, temp, TWO_BY_TWO, p.tokens, st, seed, rnd, pos)
 
     step()
     graph = torch.cuda.CUDAGraph()
