@@ -45,7 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pp3.kernels.select", "pp3.kernels.accept", "pp3.kernels.tree"),  # the public entry points: check once, launch
     ("pp3.kernels.__init__",),
     ("pp3.drafter", "pp3.pair", "pp3.ops"),
-    ("pp3.adapters", "pp3.speculate"),
+    ("pp3.adapters", "pp3.speculate", "pp3.tree_layouts"),
     ("pp3.testing",),
     ("pp3.audit",),
     ("pp3.cli",),
