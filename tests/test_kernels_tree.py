@@ -407,6 +407,42 @@ def test_opcheck() -> None:
                                                     kw["draft_tokens"], kw["draft_status"], *keys))
 
 
+def test_the_fakes_give_the_launchers_shapes_and_refusals() -> None:
+    """Under FakeTensorMode nothing runs (V = 163840 costs nothing): the outputs have the launchers' shapes and
+    dtypes, and a wrong argument is refused by the fake as by the entry point."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        i64, temp = torch.empty(4, dtype=torch.int64), torch.empty(4)
+        drawn = OPS.propose_tree(torch.empty(4, 3, 163840), temp, i64, i64, i64, FOUR_TWO_ONE, [0, 1, 2])
+        assert [(tuple(t.shape), t.dtype) for t in drawn] == [
+            ((4, 3), torch.int8), ((4, 3, 32), torch.int32), ((4, 3, 32), torch.int32), ((4, 21), torch.int32)]
+        target = torch.empty(4, 21, 163840)
+        tok, st = torch.empty(4, 21, dtype=torch.int32), torch.empty(4, 21, dtype=torch.int8)
+        slots = torch.empty(4, 21, 32, dtype=torch.int32)
+        for got in (OPS.verify_tree(target, temp, FOUR_TWO_ONE, tok, st, slots, slots, i64, i64, i64),
+                    OPS.verify_walk(target, temp, FOUR_TWO_ONE, tok, st, i64, i64, i64)):
+            assert [(tuple(t.shape), t.dtype) for t in got] == [
+                ((4,), torch.int8), ((4,), torch.int32), ((4, 3), torch.int32), ((4, 4), torch.int32)]
+        with pytest.raises(ValueError, match="parents"):
+            OPS.verify_walk(target, temp, TWO_BY_TWO, tok, st, i64, i64, i64)
+        with pytest.raises(TypeError, match="draft_tokens"):
+            OPS.verify_walk(target, temp, FOUR_TWO_ONE, st, st, i64, i64, i64)
+
+
+def test_a_compiled_walk_equals_eager() -> None:
+    """The walk under torch.compile(fullgraph=True) with device-tensor keys: one graph, the eager call's bits."""
+    kw = _small_call(1)
+    keys = [torch.tensor([11], device=DEV), torch.tensor([12], device=DEV), torch.tensor([13], device=DEV)]
+
+    def step(target: Any, temp: Any, tok: Any, st: Any, seed: Any, rnd: Any, pos: Any) -> Any:
+        return OPS.verify_walk(target, temp, TWO_BY_TWO, tok, st, seed, rnd, pos)
+
+    args = (kw["target_logits"], kw["target_temperature"], kw["draft_tokens"], kw["draft_status"], *keys)
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    _same(dev.TreeVerdict(*compiled(*args)), dev.TreeVerdict(*step(*args)), VERDICT_FIELDS, "compiled walk")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 def test_a_captured_tree_step_replays_with_new_keys() -> None:
     """A draw at the root and the walk captured in one CUDA graph with device-tensor keys: a replay with new keys

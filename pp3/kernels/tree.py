@@ -43,20 +43,24 @@ def tree_table(tree: reference.Tree, device: torch.device) -> torch.Tensor:
     """The tree as the kernels read it: [5, N+1] int32 (``_tree.T_*``: parents, depth, column, first child,
     branching), on ``device``; one copy per (tree, device), kept."""
     fields = np.stack([tree.parents, tree.depth, tree.column, tree.first_child, tree.branching]).astype(np.int32)
-    key = (fields.tobytes(), device)
-    table = _TABLES.get(key)
-    if table is None:
-        table = _TABLES[key] = torch.from_numpy(fields).to(device)
-    return table
+    return _cached(_TABLES, fields, device)
+
+
+def _cached(cache: dict[tuple[bytes, torch.device], torch.Tensor], arr: Any, device: torch.device) -> torch.Tensor:
+    """``arr`` on ``device``, one copy per (contents, device). Only real tensors are kept: under FakeTensorMode (a
+    custom operator's fake, torch.compile's tracing) the copy is a fake tensor, which a later real call must not
+    get."""
+    key = (arr.tobytes(), device)
+    t = cache.get(key)
+    if t is None:
+        t = torch.from_numpy(arr).to(device)
+        if type(t) is torch.Tensor:
+            cache[key] = t
+    return t
 
 
 def _node_table(nodes: Any, device: torch.device) -> torch.Tensor:
-    arr = np.ascontiguousarray(nodes, dtype=np.int32)
-    key = (arr.tobytes(), device)
-    t = _NODES.get(key)
-    if t is None:
-        t = _NODES[key] = torch.from_numpy(arr).to(device)
-    return t
+    return _cached(_NODES, np.ascontiguousarray(nodes, dtype=np.int32), device)
 
 
 def propose_tree(
