@@ -71,24 +71,27 @@ def _same(got: Any, want: Any, fields: tuple[str, ...], what: str) -> None:
 
 
 def _draw(x: np.ndarray, temp: np.ndarray, parents: list[int], nodes: list[int], children: ref.Children,
-          keys: tuple[int, int, int] = (5, 6, 7)) -> tuple[Any, Any]:
-    """(kernel, reference) ``propose_tree`` of the same call."""
-    want = ref.propose_tree(x, temp, *keys, parents, nodes, 1.0, children)
-    got = dev.propose_tree(_t(x), _t(temp), *keys, parents, nodes, 1.0, children)
+          keys: tuple[int, int, int] = (5, 6, 7), tile: int | None = None) -> tuple[Any, Any]:
+    """(kernel, reference) ``propose_tree`` of the same call (``tile``: the selector's, whose candidates give the
+    ranked children)."""
+    seed, rnd, pos = keys
+    want = ref.propose_tree(x, temp, seed, rnd, pos, parents, nodes, 1.0, children)
+    got = dev.propose_tree(_t(x), _t(temp), seed, rnd, pos, parents, nodes, 1.0, children, tile=tile)
     return got, want
 
 
-def _verify(target: np.ndarray, temp: np.ndarray, parents: list[int], p: Any, walk: bool) -> tuple[Any, Any]:
+def _verify(target: np.ndarray, temp: np.ndarray, parents: list[int], p: Any, walk: bool,
+            tile: int | None = None) -> tuple[Any, Any]:
     """(kernel, reference) ``verify_tree`` (or ``verify_walk``) of the drafts ``p`` (a reference TreeProposal over
-    every node)."""
+    every node); ``tile``: the verifier's (a small one splits each target row into several tiles)."""
     keys = (11, 12, 13)
     if walk:
         want = ref.verify_walk(target, temp, parents, p.tokens, p.status, *keys)
-        got = dev.verify_walk(_t(target), _t(temp), parents, _t(p.tokens), _t(p.status), *keys)
+        got = dev.verify_walk(_t(target), _t(temp), parents, _t(p.tokens), _t(p.status), *keys, tile=tile)
     else:
         want = ref.verify_tree(target, temp, parents, p.tokens, p.status, p.ids, p.tickets, *keys)
         got = dev.verify_tree(_t(target), _t(temp), parents, _t(p.tokens), _t(p.status), _t(p.ids), _t(p.tickets),
-                              *keys)
+                              *keys, tile=tile)
     return got, want
 
 
@@ -122,14 +125,16 @@ def test_draw_equals_the_reference(children: ref.Children) -> None:
 
 
 def test_draw_of_wide_nodes_and_their_keys() -> None:
-    """An 8-wide root and its children in one call, uint64 keys near 2^64 (the position wraps), fp16 logits."""
+    """An 8-wide root and its children in one call, uint64 keys near 2^64 (the position wraps), fp16 logits; the
+    selector's tile 32 (10 tiles of candidates merged for the ranked children)."""
     rng = np.random.default_rng(4)
     parents = [-1, *[0] * 8, *range(1, 9)]
     x = (rng.standard_normal((2, 9, 300)) * 1.5).astype(np.float16)
     temp = np.array([0.8, 1.0], np.float32)
     keys = (2**64 - 1, 2**64 - 2, 2**64 - 1)
-    got, want = _draw(x, temp, parents, list(range(9)), "sampled", keys)
-    _same(got, want, DRAW_FIELDS, "propose_tree wide")
+    for children in ref.CHILDREN:
+        got, want = _draw(x, temp, parents, list(range(9)), children, keys, tile=32)
+        _same(got, want, DRAW_FIELDS, f"propose_tree wide {children}")
 
 
 # ------------------------------------------------------------------------------------------------------ §12.6, §12.9
@@ -137,10 +142,10 @@ def test_draw_of_wide_nodes_and_their_keys() -> None:
 
 def test_verify_tree_of_a_4_2_1_tree() -> None:
     """A sampled request over a 4-2-1 tree (21 nodes) whose target is near its drafter: children accepted and
-    rejected, and the round ends below the root."""
+    rejected, and the round ends below the root; tile 64 (5 tiles per target row)."""
     temp = np.array([1.0], np.float32)
     target, p = _pair(FOUR_TWO_ONE, 1, 257, temp, "sampled", 5)
-    got, want = _verify(target, temp, FOUR_TWO_ONE, p, walk=False)
+    got, want = _verify(target, temp, FOUR_TWO_ONE, p, walk=False, tile=64)
     assert want.accepted[0] >= 1
     _same(got, want, VERDICT_FIELDS, "verify_tree 4-2-1")
 
@@ -166,8 +171,10 @@ def _statuses(walk: bool) -> tuple[np.ndarray, np.ndarray, Any]:
 
 @pytest.mark.parametrize("walk", [False, True], ids=["accept-tree", "walk"])
 def test_every_row_status(walk: bool) -> None:
+    """Every status, over 5 tiles per target row (tile 32 at V = 129: the correction's tile found from the tile
+    sums)."""
     target, temp, p = _statuses(walk)
-    got, want = _verify(target, temp, TWO_BY_TWO, p, walk)
+    got, want = _verify(target, temp, TWO_BY_TWO, p, walk, tile=32)
     assert sorted(set(want.status.tolist())) == [0, 1, 4, 5]
     _same(got, want, VERDICT_FIELDS, "walk" if walk else "verify_tree")
 
