@@ -291,24 +291,31 @@ def _final_draw(row: tl.tensor, v: tl.tensor, m: tl.tensor, temp: tl.tensor, s: 
                 rem: tl.tensor, c_ptr: tl.tensor, counts_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor,
                 ids: tl.tensor, held: tl.tensor, a: tl.tensor, p: tl.tensor, shift: tl.tensor, sigma: tl.tensor,
                 seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, col: tl.tensor, dom_res: tl.tensor,
-                KIND: tl.constexpr, TILE: tl.constexpr, NTP: tl.constexpr) -> tl.tensor:
+                KIND: tl.constexpr, TILE: tl.constexpr, NTP: tl.constexpr, K: tl.constexpr) -> tl.tensor:
     """§12.6 N5 (and §12.9 W1): U = uniform_below(Σ) on the node's residual stream from W_0, and the smallest y with
     U < A(0) + ... + A(y), where A(y) = P(y) 2^shift off the slots and A = ``a`` at the slots ``held`` (IDs ``ids``;
-    ``p`` their P). The tile of that y from the tile sums of the counts (launch 4), then that tile alone."""
+    ``p`` their P; the held slots are the first lanes: valid slots are non-empty first). The tile of that y from the
+    tile sums of the counts (launch 4) with the slots' own A put in, one slot at a time (none at a final node and in
+    the walk), then that tile alone."""
     u = _tree_uniform(seed, rnd, pos, col, dom_res, sigma, tl.zeros((), tl.int64))[0].to(tl.int64)
+    lanes = tl.arange(0, K)
+    n_held = tl.sum(held.to(tl.int32))
+    a64 = a.to(tl.int64)
+    delta = tl.where(held, a64 - (p.to(tl.int64) << shift.to(tl.int64)), 0)  # each slot's A less P 2^shift
     ti = tl.arange(0, NTP)
     live = ti < n_tiles
     sums = tl.load(counts_ptr + r * n_tiles + ti, mask=live, other=0) + tl.where(ti == g // TILE, rem, 0)
     sums = sums << shift.to(tl.int64)
-    delta = tl.where(held, a.to(tl.int64) - (p.to(tl.int64) << shift.to(tl.int64)), 0)  # the slots' own A
-    sums += tl.sum(tl.where(held[None, :] & ((ids // TILE)[None, :] == ti[:, None]), delta[None, :], 0), axis=1)
+    for i in range(n_held):
+        sid = tl.sum(tl.where(lanes == i, ids, 0))
+        sums = tl.where(ti == sid // TILE, sums + tl.sum(tl.where(lanes == i, delta, 0)), sums)
     incl = tl.cumsum(sums, axis=0)  # int64, <= 2^40: exact
     tstar = tl.sum((live & (incl <= u)).to(tl.int32))  # C is nondecreasing: the tile of the first C(y) > U
     left = u - tl.sum(tl.where(ti == tstar, incl - sums, 0))
     offs = tstar * TILE + tl.arange(0, TILE)
     av = _counts_of(row, offs, offs < v, m, temp, s, g, rem, c_ptr, KIND) << shift.to(tl.int64)
-    at = held[None, :] & (ids[None, :] == offs[:, None])  # [TILE, K]
-    av = tl.where(tl.sum(at.to(tl.int32), axis=1) > 0, tl.sum(tl.where(at, a.to(tl.int64)[None, :], 0), axis=1), av)
+    for i in range(n_held):
+        av = tl.where(offs == tl.sum(tl.where(lanes == i, ids, 0)), tl.sum(tl.where(lanes == i, a64, 0)), av)
     below = tl.sum(((offs < v) & (tl.cumsum(av, axis=0) <= left)).to(tl.int32))
     return tstar * TILE + below  # type: ignore[no-any-return]  # the constexpr factor makes it Any
 
@@ -450,7 +457,7 @@ def _tree_node_kernel(
             if child < 0:  # N5: the correction, or the bonus at a final node; W1: the walk's draw
                 final = _final_draw(row, v, m, temp, s_row, g, rem, c_ptr, counts_ptr, r, n_tiles, ids, held, a, p,
                                     shift, sigma, seed, rnd, pos, col, dom_res.to(tl.uint64, bitcast=True), KIND,
-                                    TILE, NTP).to(tl.int32)
+                                    TILE, NTP, K).to(tl.int32)
                 if WALK:  # W2: descend if the draw is a child
                     hit_y = tl.min(tl.where(kmask & (kids == final), lanes, K))
                     if expands & (hit_y < K):
