@@ -525,3 +525,22 @@ gpu-pack:
 gpu-steps:
 	rc=0; $(MAKE) --no-print-directory -k $(GPU_STEPS) || rc=$$?; $(MAKE) --no-print-directory gpu-pack; exit $$rc
 # ---- end of GPU targets ----
+
+# The draft trees' kernels on the GPU (issue #55; prepared on a CPU machine, not yet run): the tree parity tests
+# natively with every golden case (--runslow; the captured-graph test), the tree bulk parity (pp3.audit.tree_bulk:
+# TREE_BULK_ROWS target rows at V = 163840, reference in a process pool), the launched PTX audit (its exercise runs
+# the tree entry points) and the speed rows of bench.trees (fp32/bf16, B 1-64, trees of 8-64 nodes).
+TREE_BULK_ROWS ?= 1000000
+TREE_BULK_SECONDS ?= 1500
+.PHONY: tree-kernels-gpu
+tree-kernels-gpu: export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+tree-kernels-gpu:
+	$(gpu_step)
+	rc=0; \
+	timeout 900 $(GPU_PY) -m pytest -q -p no:cacheprovider --runslow tests/test_kernels_tree.py 2>&1 \
+	  | tee $(OUT)/tree_tests.log | tail -5 || rc=1; \
+	timeout $$(( $(TREE_BULK_SECONDS) + 300 )) $(GPU_PY) -m pp3.audit.tree_bulk --rows $(TREE_BULK_ROWS) \
+	  --max-seconds $(TREE_BULK_SECONDS) --workers 14 --json 2>&1 | tee $(OUT)/tree_bulk.json | tail -3 || rc=1; \
+	timeout 900 $(GPU_PY) -m pp3.audit.ptx --launched --digests > $(OUT)/ptx_audit_trees.json || rc=1; \
+	timeout 900 $(GPU_PY) -m bench.trees --json 2>&1 | tee $(OUT)/bench_trees.jsonl | tail -40 || rc=1; \
+	exit $$rc

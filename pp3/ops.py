@@ -24,6 +24,10 @@ Operators (``Tensor`` outputs in the order of the ``Proposal`` / ``Candidates`` 
   the two launches on their own (the vocabulary-parallel path)
 * ``pp3::verify(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets, seed,
   round, position, tile) -> (status, accepted, tokens)`` and ``pp3::verify_out(..., status!, accepted!, tokens!)``
+* ``pp3::propose_tree(logits, target_temperature, seed, round, position, parents, nodes, tau, children) -> (status,
+  ids, tickets, tokens)``, ``pp3::verify_tree(target_logits, target_temperature, parents, draft_tokens,
+  draft_status, draft_ids, draft_tickets, seed, round, position) -> (status, accepted, path, tokens)`` and
+  ``pp3::verify_walk`` (the same without the slots): SPEC.md §12 (``pp3.kernels.tree``)
 
 Importing this module imports the kernels (Triton).
 """
@@ -33,11 +37,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from pp3.kernels import accept, buffers, select
+from pp3.kernels import accept, buffers, select, tree
 from pp3.kernels.config import DEFAULT_LAUNCH
 from pp3.reference._constants import DEFAULT_TAU
 
-__all__ = ["finalize", "greedy", "greedy_out", "propose", "propose_out", "tile_candidates", "verify", "verify_out"]
+__all__ = [
+    "finalize", "greedy", "greedy_out", "propose", "propose_out", "propose_tree", "tile_candidates", "verify",
+    "verify_out", "verify_tree", "verify_walk",
+]
 
 
 def _fields(p: buffers.Proposal) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -209,3 +216,83 @@ def _(target_logits: Tensor, target_temperature: Tensor, draft_tokens: Tensor, d
     out = accept.Verdict(status=status, accepted=accepted, tokens=tokens)
     accept.verify_args(target_logits, target_temperature, draft_tokens, draft_status, draft_ids, draft_tickets, seed,
                        round, position, tile, out)
+
+
+# ------------------------------------------------------------------------------------------ draft trees (§12)
+# The tree (``parents``) and a draw's ``nodes`` are the round's shape, host data: ``list[int]`` in the schema, so a
+# compiled graph specialises on them as on any shape.
+
+
+@torch.library.custom_op("pp3::propose_tree", mutates_args=())
+def propose_tree(
+    logits: Tensor,
+    target_temperature: Tensor,
+    seed: Tensor,
+    round: Tensor,
+    position: Tensor,
+    parents: list[int],
+    nodes: list[int],
+    tau: float = DEFAULT_TAU,
+    children: str = "sampled",
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    p = tree.propose_tree(logits, target_temperature, seed, round, position, parents, nodes, tau, children)
+    return p.status, p.ids, p.tickets, p.tokens
+
+
+@propose_tree.register_fake
+def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor, parents: list[int],
+      nodes: list[int], tau: float = DEFAULT_TAU, children: str = "sampled") -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    p = tree.propose_tree_args(logits, target_temperature, seed, round, position, parents, nodes, tau, children, None,
+                               DEFAULT_LAUNCH, None)[-1]
+    return p.status, p.ids, p.tickets, p.tokens
+
+
+@torch.library.custom_op("pp3::verify_tree", mutates_args=())
+def verify_tree(
+    target_logits: Tensor,
+    target_temperature: Tensor,
+    parents: list[int],
+    draft_tokens: Tensor,
+    draft_status: Tensor,
+    draft_ids: Tensor,
+    draft_tickets: Tensor,
+    seed: Tensor,
+    round: Tensor,
+    position: Tensor,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    v = tree.verify_tree(target_logits, target_temperature, parents, draft_tokens, draft_status, draft_ids,
+                         draft_tickets, seed, round, position)
+    return v.status, v.accepted, v.path, v.tokens
+
+
+@verify_tree.register_fake
+def _(target_logits: Tensor, target_temperature: Tensor, parents: list[int], draft_tokens: Tensor,
+      draft_status: Tensor, draft_ids: Tensor, draft_tickets: Tensor, seed: Tensor, round: Tensor,
+      position: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    v = tree.verify_tree_args(target_logits, target_temperature, parents, draft_tokens, draft_status, draft_ids,
+                              draft_tickets, seed, round, position, None, None, walk=False)[-1]
+    return v.status, v.accepted, v.path, v.tokens
+
+
+@torch.library.custom_op("pp3::verify_walk", mutates_args=())
+def verify_walk(
+    target_logits: Tensor,
+    target_temperature: Tensor,
+    parents: list[int],
+    draft_tokens: Tensor,
+    draft_status: Tensor,
+    seed: Tensor,
+    round: Tensor,
+    position: Tensor,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    v = tree.verify_walk(target_logits, target_temperature, parents, draft_tokens, draft_status, seed, round,
+                         position)
+    return v.status, v.accepted, v.path, v.tokens
+
+
+@verify_walk.register_fake
+def _(target_logits: Tensor, target_temperature: Tensor, parents: list[int], draft_tokens: Tensor,
+      draft_status: Tensor, seed: Tensor, round: Tensor, position: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    v = tree.verify_tree_args(target_logits, target_temperature, parents, draft_tokens, draft_status, None, None,
+                              seed, round, position, None, None, walk=True)[-1]
+    return v.status, v.accepted, v.path, v.tokens

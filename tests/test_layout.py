@@ -40,11 +40,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pp3", "pp3.kernels.config", "pp3.kernels.buffers", "pp3.kernels._common", "pp3.kernels._workspace"),
     ("pp3.kernels.checks", "pp3.kernels._select", "pp3.kernels._accept", "pp3.kernels._rows",  # checks; jit bodies
      "pp3.kernels._greedy"),
+    ("pp3.kernels._tree",),  # the draft trees' jit bodies: on the verifier's (_accept) pieces
     ("pp3.kernels.launchers",),  # the launchers that trust their arguments
-    ("pp3.kernels.select", "pp3.kernels.accept"),  # the public entry points: check once, then launch
+    ("pp3.kernels.select", "pp3.kernels.accept", "pp3.kernels.tree"),  # the public entry points: check once, launch
     ("pp3.kernels.__init__",),
     ("pp3.drafter", "pp3.pair", "pp3.ops"),
-    ("pp3.adapters", "pp3.speculate"),
+    ("pp3.adapters", "pp3.speculate", "pp3.tree_layouts"),
     ("pp3.harness.protocol",),  # the seam's contract
     ("pp3.harness.builtin",),  # pp3's own implementations
     ("pp3.testing",),

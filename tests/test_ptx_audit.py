@@ -36,6 +36,11 @@ KERNELS = {
     "pp3.kernels._greedy._tiles_kernel", "pp3.kernels._greedy._rows_kernel", "pp3.kernels._select._segment_max_kernel",
     "pp3.kernels._select._segment_filter_kernel", "pp3.kernels._select._segment_merge_kernel",
     "pp3.kernels._common._expf_screen_kernel",
+    # the draft trees (SPEC.md §12)
+    "pp3.kernels._tree._tree_draw_kernel", "pp3.kernels._tree._tree_peaks_kernel",
+    "pp3.kernels._tree._tree_rows_kernel", "pp3.kernels._tree._tree_sums_kernel",
+    "pp3.kernels._tree._tree_counts_kernel", "pp3.kernels._tree._tree_node_kernel",
+    "pp3.kernels._tree._tree_walk_kernel",
 }
 
 PLANTED = '''

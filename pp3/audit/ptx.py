@@ -262,7 +262,8 @@ def exercise(device: torch.device) -> None:
     """Call every entry point of ``pp3.kernels`` (and the adapters' row gather) on ``device``: each logit format,
     sampled and T0 rows, small and large rows (both merge paths of launch 2, small and large tiles; the segment
     selector with and without launch B), the candidates check, the verifier at depths 1, 2 and 5 (and its large
-    tile at fp32) as shipped and in its other variants (``VERIFY_VARIANTS``), and the one-function entries."""
+    tile at fp32) as shipped and in its other variants (``VERIFY_VARIANTS``), the draft trees' draw and verifiers
+    (``_exercise_trees``), and the one-function entries."""
     from pp3.kernels import LaunchConfig, accept, launchers, select
     from pp3.reference._constants import DOMAIN_ACCEPT
 
@@ -290,6 +291,7 @@ def exercise(device: torch.device) -> None:
                                  for t in (p.token, p.status, p.ids, p.tickets))
             for how in VERIFY_VARIANTS:
                 accept.verify(target, temps, tok, st, ids, tix, 1, 2, 3, launch=how)
+        _exercise_trees(device, dt, g)
     select.expf(-torch.rand(10, device=device, generator=g))
     for screen in SCREENS:
         accept.expf_screen(-torch.rand(10, device=device, generator=g), screen)
@@ -307,6 +309,25 @@ def exercise(device: torch.device) -> None:
         flat, cu = adapters.target_logits_to_ragged(target, torch.tensor([1, 0], device=device), 1)
         adapters.target_logits_from_ragged(flat, cu, 1)
         torch.cuda.synchronize()
+
+
+def _exercise_trees(device: torch.device, dt: torch.dtype, g: torch.Generator) -> None:
+    """The draft trees' entry points (SPEC.md §12, ``pp3.kernels.tree``) on a 2x2 tree: the draw with both kinds of
+    children, both verifiers, at a small and the large vocabulary."""
+    from pp3.kernels import tree
+
+    parents = [-1, 0, 0, 1, 1, 2, 2]
+    temp = torch.tensor([1.0, 0.0], device=device)
+    for v in (5000, 163840):
+        x = torch.randn(2, 3, v, device=device, generator=g).to(dt)
+        for children in ("sampled", "top-k"):
+            tree.propose_tree(x, temp, 1, 2, 3, parents, [0, 1, 2], 1.0, children)
+        target = torch.randn(2, 7, v, device=device, generator=g).to(dt)
+        tok = torch.zeros(2, 7, dtype=torch.int32, device=device)
+        st = torch.zeros(2, 7, dtype=torch.int8, device=device)
+        ids = torch.zeros(2, 7, 32, dtype=torch.int32, device=device)
+        tree.verify_tree(target, temp, parents, tok, st, ids, ids.clone(), 1, 2, 3)
+        tree.verify_walk(target, temp, parents, tok, st, 1, 2, 3)
 
 
 def recorded() -> list[Launch]:

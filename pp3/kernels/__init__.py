@@ -1,6 +1,7 @@
-"""The Triton kernels of pp3, bit-identical to ``pp3.reference`` (SPEC.md): the selector's entry points (``select``)
-and the verifier's (``accept``). Each checks its arguments once (``checks``) and calls the launchers that trust
-them (``launchers``), which launch the ``@triton.jit`` bodies (``_select``, ``_accept``, ``_rows``, ``_common``). The
+"""The Triton kernels of pp3, bit-identical to ``pp3.reference`` (SPEC.md): the selector's entry points (``select``),
+the verifier's (``accept``) and the draft trees' (``tree``). Each checks its arguments once (``checks``) and calls the
+launchers that trust them (``launchers``), which launch the ``@triton.jit`` bodies (``_select``, ``_accept``,
+``_tree``, ``_rows``, ``_common``). The
 names below are imported on first use (PEP 562), so ``config``, ``buffers`` and ``checks`` import without triton."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
         propose_sharded,
         tile_candidates,
     )
+    from pp3.kernels.tree import TreeProposal, TreeVerdict, propose_tree, verify_tree, verify_walk
 
 _WHERE = {
     "BAD_CANDIDATES": "select",
@@ -41,12 +43,19 @@ _WHERE = {
     "uniform_below": "accept",
     "verify": "accept",
     "LaunchConfig": "config",
+    "TreeProposal": "tree",
+    "TreeVerdict": "tree",
+    "propose_tree": "tree",
+    "verify_tree": "tree",
+    "verify_walk": "tree",
 }
 __all__ = [
     "BAD_CANDIDATES",
     "Candidates",
     "LaunchConfig",
     "Proposal",
+    "TreeProposal",
+    "TreeVerdict",
     "Verdict",
     "expf",
     "finalize",
@@ -55,9 +64,12 @@ __all__ = [
     "philox",
     "propose",
     "propose_sharded",
+    "propose_tree",
     "tile_candidates",
     "uniform_below",
     "verify",
+    "verify_tree",
+    "verify_walk",
 ]
 
 

@@ -76,6 +76,28 @@ class Verdict:
     tokens: torch.Tensor  # [B, D+1] int32
 
 
+@dataclasses.dataclass(frozen=True)
+class TreeProposal:
+    """Device outputs of ``propose_tree``, SPEC.md §12.4 D5 (same fields and dtypes as
+    ``pp3.reference.tree.TreeProposal``)."""
+
+    status: torch.Tensor  # [B, M] int8
+    ids: torch.Tensor  # [B, M, K] int32
+    tickets: torch.Tensor  # [B, M, K] int32
+    tokens: torch.Tensor  # [B, N+1] int32
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeVerdict:
+    """Device outputs of ``verify_tree`` and ``verify_walk``, SPEC.md §12.5 V5 (same fields and dtypes as
+    ``pp3.reference.tree.TreeVerdict``)."""
+
+    status: torch.Tensor  # [B] int8
+    accepted: torch.Tensor  # [B] int32
+    path: torch.Tensor  # [B, H] int32
+    tokens: torch.Tensor  # [B, H+1] int32
+
+
 Spec = dict[str, tuple[torch.dtype, tuple[int, ...]]]  # field -> (dtype, shape)
 T = TypeVar("T")
 
@@ -87,6 +109,16 @@ def proposal_spec(b: int) -> Spec:
 
 def verdict_spec(b: int, d1: int) -> Spec:
     return {"status": (torch.int8, (b,)), "accepted": (torch.int32, (b,)), "tokens": (torch.int32, (b, d1))}
+
+
+def tree_proposal_spec(b: int, m: int, n1: int) -> Spec:
+    return {"status": (torch.int8, (b, m)), "ids": (torch.int32, (b, m, K)), "tickets": (torch.int32, (b, m, K)),
+            "tokens": (torch.int32, (b, n1))}
+
+
+def tree_verdict_spec(b: int, h: int) -> Spec:
+    return {"status": (torch.int8, (b,)), "accepted": (torch.int32, (b,)), "path": (torch.int32, (b, h)),
+            "tokens": (torch.int32, (b, h + 1))}
 
 
 def new(cls: type[T], spec: Spec, device: Any) -> T:

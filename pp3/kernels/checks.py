@@ -25,9 +25,10 @@ from pp3.reference import _args as host
 from pp3.reference._constants import MAX_VOCAB, K
 
 
-def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False) -> torch.Tensor:
+def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False, rows: str = "D+1") -> torch.Tensor:
     """A [B, V] (``dims`` = 2) or [B, D+1, V] (3) fp32/fp16/bf16 tensor with B >= 1, D >= 1, V >= 1 (V >= 0 with
-    ``allow_empty``: a rank's empty shard) and V <= 2^31 - 1; contiguous along V."""
+    ``allow_empty``: a rank's empty shard) and V <= 2^31 - 1; contiguous along V. ``rows`` = "M": [B, M, V] with
+    M >= 1 (a tree draw's node rows)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in KIND:
@@ -35,10 +36,10 @@ def logits(name: str, x: Any, *, dims: int = 2, allow_empty: bool = False) -> to
     if x.layout != torch.strided:
         raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {x.layout}")
     runs_on(name, x.device)
-    shape = "[B, V]" if dims == 2 else "[B, D+1, V]"
+    shape = "[B, V]" if dims == 2 else f"[B, {rows}, V]"
     if x.dim() != dims:
         raise ValueError(f"{name}: expected shape {shape}, got {tuple(x.shape)}")
-    least = (1, 0 if allow_empty else 1) if dims == 2 else (1, 2, 1)
+    least = (1, 0 if allow_empty else 1) if dims == 2 else (1, 1 if rows == "M" else 2, 1)
     if any(n < m for n, m in zip(x.shape, least, strict=True)):
         raise ValueError(f"{name}: expected shape {shape} with sizes >= {least}, got shape {tuple(x.shape)}")
     if x.shape[-1] > MAX_VOCAB:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import triton
 
-from pp3.kernels import _accept, _common, _greedy, _rows, _select, _workspace
+from pp3.kernels import _accept, _common, _greedy, _rows, _select, _tree, _workspace, buffers
 from pp3.kernels.buffers import (
     BAD_CANDIDATES,
     GATHER_BITS,
@@ -26,6 +26,8 @@ from pp3.kernels.buffers import (
     Candidates,
     Proposal,
     RowKeys,
+    TreeProposal,
+    TreeVerdict,
     Verdict,
     new_candidates,
 )
@@ -50,7 +52,7 @@ from pp3.kernels.config import (
     verify_handover,
     verify_screen,
 )
-from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, K
+from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, DOMAIN_TREE, K
 from pp3.reference.exponential import C2, C3, C4, C5, INV, L1, L2, ONE, SHIFT, TH, TL
 
 _CHECK_TILES = 16  # tiles per step of the candidates check
@@ -481,5 +483,81 @@ def gather_rows(source: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, 
     _rows._gather_rows_kernel[grid](
         source.contiguous().view(bits), out.view(bits), index, valid.view(torch.int8), fill_bits, row_len,
         BLOCK=block, num_warps=4 if block >= 1024 else 1, **EXACT,
+    )
+    return out
+
+
+# ------------------------------------------------------------------------------------------ draft trees (§12)
+
+
+def propose_tree(
+    x: torch.Tensor, tile: int, keys: RowKeys, tau: float, table: torch.Tensor, nodes: torch.Tensor, sampled: bool,
+    launch: LaunchConfig, out: TreeProposal,
+) -> TreeProposal:
+    """SPEC.md §12.4 on node rows ``x`` [B M, V] (row (b, m): request b at node ``nodes[m]``), into ``out``: the tile
+    selector's two launches (its candidates and its status and slots, D1), then one program per node row
+    (``_tree._tree_draw_kernel``: D2-D5). ``table``: the tree (``tree.tree_table``); ``keys``: per request [B]."""
+    r, v = x.shape
+    m = nodes.shape[0]
+    n_tiles = triton.cdiv(v, tile)
+    cands = new_candidates(r, n_tiles, x.device)
+    tiles(x, 0, tile, cands, 0, launch)
+    rows = RowKeys(*(t.repeat_interleave(m) for t in (keys.temperature, keys.seed, keys.round, keys.position)))
+    sel = finalize(cands, rows, tau, launch, buffers.new_proposal(r, x.device))
+    out.tokens.fill_(-1)
+    _tree._tree_draw_kernel[(r,)](
+        cands.keys, n_tiles, sel.status, sel.ids, sel.tickets, keys.temperature, keys.seed, keys.round, keys.position,
+        table, nodes, table.shape[1], m, DOMAIN_TREE, out.status.view(r), out.ids.view(r, K), out.tickets.view(r, K),
+        out.tokens, K=K, NC=triton.next_power_of_2(n_tiles * K), SAMPLED=int(sampled), num_warps=4, **EXACT,
+    )
+    return out
+
+
+def verify_tree(
+    x: torch.Tensor, tile: int, table: torch.Tensor, height: int, draft_tokens: torch.Tensor,
+    draft_status: torch.Tensor, draft_ids: torch.Tensor | None, draft_tickets: torch.Tensor | None, keys: RowKeys,
+    out: TreeVerdict,
+) -> TreeVerdict:
+    """SPEC.md §12.5-§12.6 (``draft_ids`` and ``draft_tickets`` given) or §12.9 (None: the walk) on target logits
+    ``x`` [B, N+1, V], into ``out``: six launches (``_tree.py``; docs/TREE_KERNELS.md)."""
+    b, n1, v = x.shape
+    dev = x.device
+    n_tiles = triton.cdiv(v, tile)
+    ntp = max(2, triton.next_power_of_2(n_tiles))
+    rows = b * n1
+    peaks = torch.empty((rows, n_tiles), dtype=torch.float32, device=dev)
+    cls = torch.empty(rows, dtype=torch.int32, device=dev)
+    argmax = torch.empty(rows, dtype=torch.int32, device=dev)
+    maxima = torch.empty(rows, dtype=torch.float32, device=dev)
+    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)
+    counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
+    valid = torch.empty(rows, dtype=torch.int32, device=dev)
+    child = torch.empty(rows, dtype=torch.int32, device=dev)
+    final = torch.empty(rows, dtype=torch.int32, device=dev)
+    walk = draft_ids is None or draft_tickets is None
+    ids = draft_tokens if walk else draft_ids  # the walk reads no slots: any int32 tensor stands in
+    tix = draft_tokens if walk else draft_tickets
+    consts = exp_constants(dev)
+    kind = KIND[x.dtype]
+    row = (x.view(RAW[x.dtype]), x.stride(0), x.stride(1), v, n_tiles, n1)
+    weigh = (cls, maxima, keys.temperature, consts)
+    opts = {"num_warps": VERIFY_WARPS, **EXACT}
+    _tree._tree_peaks_kernel[(rows * n_tiles,)](*row, peaks, KIND=kind, TILE=tile, **opts)
+    _tree._tree_rows_kernel[(rows,)](*row, peaks, cls, argmax, maxima, KIND=kind, TILE=tile, NTP=ntp, **opts)
+    _tree._tree_sums_kernel[(rows * n_tiles,)](
+        *row, *weigh, sums, KIND=kind, TILE=tile, TILE_LOG=tile.bit_length() - 1, **opts,
+    )
+    _tree._tree_counts_kernel[(rows * n_tiles,)](
+        *row, *weigh, sums, counts, KIND=kind, TILE=tile, NTP=ntp, NTP_LOG=ntp.bit_length() - 1, **opts,
+    )
+    _tree._tree_node_kernel[(rows,)](
+        *row, cls, argmax, maxima, sums, counts, keys.temperature, table, draft_tokens, draft_status, ids, tix,
+        keys.seed, keys.round, keys.position, consts, DOMAIN_ACCEPT, DOMAIN_RESIDUAL, valid, child, final,
+        K=K, KIND=kind, TILE=tile, NTP=ntp, NTP_LOG=ntp.bit_length() - 1, WALK=int(walk), **opts,
+    )
+    _tree._tree_walk_kernel[(b,)](
+        table, n1, height, draft_tokens, draft_status, keys.temperature, cls, valid, child, final,
+        out.status, out.accepted, out.path, out.tokens,
+        NP=max(2, triton.next_power_of_2(n1)), HP=max(2, triton.next_power_of_2(height + 1)), **EXACT,
     )
     return out
