@@ -77,6 +77,16 @@ def test_a_claim_never_run_or_run_without_its_code_is_not_shipped(claims: eviden
     assert states[c.id] == "stale" and set(states.values()) <= {"stale", "never run", "reference"}
 
 
+def test_a_summary_says_what_ran() -> None:
+    """README's Status: a summary none of whose claims ran says so; one with some says how many did not run."""
+    a, b = (evidence.Claim(i, "verify", "gpu", i, "make x", ()) for i in ("a", "b"))
+    ran = {"claim": "a", "date": "2026-12-07", "card": "H100", "verdict": "PASS"}
+    doc = evidence.Claims({}, (a, b), (evidence.Summary("both", ("a", "b"), "x"), evidence.Summary("b", ("b",), "x")),
+                          ())
+    rows = evidence.status_block(doc, [evidence.Standing(a, ran, "shipped"), evidence.Standing(b, None, "never run")])
+    assert rows[2:4] == ["| [both][x] | pass, 1 not run | 2026-12-07, H100 |", "| [b][x] | not run yet | — |"]
+
+
 def test_a_kernel_in_no_group_is_named(claims: evidence.Claims) -> None:
     audit = _audit(claims.groups)
     audit["kernels"].append("pp3.kernels._new._new_kernel")

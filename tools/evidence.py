@@ -349,6 +349,8 @@ def status_block(claims: Claims, standings: list[Standing]) -> list[str]:
         ran = [s.row for s in ss if s.row]
         if any(r["verdict"] != "PASS" for r in ran):
             verdict = "FAIL"
+        elif not ran:
+            verdict = "not run yet"
         else:
             verdict = "pass" if len(ran) == len(ss) else f"pass, {len(ss) - len(ran)} not run"
         stale = sum(s.state == "stale" for s in ss)
@@ -633,7 +635,7 @@ def rows_of_file(path: Path, rel: str) -> tuple[list[dict[str, str]], list[dict[
         verdict = _count(text, r"^(?:stats|verdict)\W+(PASS|FAIL)")
         row("stats-gpu", verdict[-1] == "PASS" if verdict else False, verdict[-1] if verdict else "no verdict")
     elif m := re.fullmatch(r"e2e_gpu_(triton|flashinfer)\.log|e2e_(trees)\.log", name):
-        ok = bool(_count(text, r"^audit-e2e: PASS"))
+        ok = bool(_count(text, r"^audit-e2e(?: --trees)?: PASS"))
         row(f"e2e-{m.group(1) or m.group(2)}", ok, "PASS, planted bugs caught" if ok else "FAIL")
     elif name == "ci.log":  # the output of .ci/run: its steps end with "=== <step>: <seconds> s"
         ends = {m.group(1): (m.end(), int(m.group(2))) for m in re.finditer(r"^=== (.+): (\d+) s$", text, re.M)}
