@@ -159,8 +159,9 @@ class Call:
     name: str = ""  # what the call is, in reports (not part of its repr)
     # The kernel: "propose" (the segment selector on one tensor; over ``cuts``, tile_candidates and finalize), "gather"
     # (the segment selector with LaunchConfig(segment_gather=True): launch C gathers the blocks, at any batch size),
-    # "tiles" (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor), "greedy" (``greedy``;
-    # every temperature is 0) or "rescan" (``greedy`` with LaunchConfig(greedy="rescan")).
+    # "tiles" (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor), "onelaunch" / "rows"
+    # (propose with that selector, the call's tile its segment or step), "greedy" (``greedy``; every temperature is 0)
+    # or "rescan" (``greedy`` with LaunchConfig(greedy="rescan")).
     kernel: str = "propose"
 
     @property
@@ -200,6 +201,14 @@ class Call:
     def as_gather(self) -> Call:
         """This call through the segment selector whose launch C gathers the blocks (no launch B), as from 16 rows."""
         return self.replace(kernel="gather", name=f"{self.name} gather")
+
+    def as_onelaunch(self) -> Call:
+        """This call through the one-launch selector (``LaunchConfig(selector="onelaunch")``)."""
+        return self.replace(kernel="onelaunch", name=f"{self.name} onelaunch")
+
+    def as_rows(self) -> Call:
+        """This call through the row selector (``LaunchConfig(selector="rows")``)."""
+        return self.replace(kernel="rows", name=f"{self.name} rows")
 
     def as_tiles(self) -> Call:
         """This call through the tile selector (its two launches) rather than the segment selector."""
@@ -244,8 +253,9 @@ class Call:
     def run_kernel(self, device: Any = None) -> Proposal:
         """The Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
         interpreter), through the public launchers: ``propose``, or over ``cuts`` one ``tile_candidates`` per shard
-        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order; ``kernel`` "tiles"
-        through ``propose`` with the tile selector, "greedy" through ``greedy`` (``greedy_sharded`` over ``cuts``),
+        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order; ``kernel`` "tiles",
+        "onelaunch" and "rows" through ``propose`` with that selector, "greedy" through ``greedy`` (``greedy_sharded``
+        over ``cuts``),
         "rescan" the same with ``LaunchConfig(greedy="rescan")``. The result as NumPy arrays."""
         import torch
 
@@ -261,9 +271,13 @@ class Call:
             return out
         args = (*self.kernel_row_args(dev), self.tau)
         if not self.cuts:
-            launch = kernels.LaunchConfig(selector="tiles") if self.kernel == "tiles" else (
-                kernels.LaunchConfig(selector="segments", segment=self.tile,  # the call's tile: the segment
-                                     segment_gather=self.kernel == "gather"))
+            if self.kernel == "tiles":
+                launch = kernels.LaunchConfig(selector="tiles")
+            elif self.kernel in ("onelaunch", "rows"):  # the call's tile: the segment (the step)
+                launch = kernels.LaunchConfig(selector=self.kernel, segment=self.tile)
+            else:
+                launch = kernels.LaunchConfig(selector="segments", segment=self.tile,  # the call's tile: the segment
+                                              segment_gather=self.kernel == "gather")
             out = to_numpy(kernels.propose(x, *args, tile=self.tile, launch=launch))
             return out
         parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
@@ -287,7 +301,7 @@ class Call:
 
 # How a replay line turns a propose call into each kernel's call (``Call.kernel``).
 _REPLAY = {"propose": "", "gather": ".as_gather()", "tiles": ".as_tiles()", "greedy": ".as_greedy()",
-           "rescan": ".as_rescan()"}
+           "rescan": ".as_rescan()", "onelaunch": ".as_onelaunch()", "rows": ".as_rows()"}
 
 
 def make_case(
