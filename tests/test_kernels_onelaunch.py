@@ -30,7 +30,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from pp3 import reference as ref  # noqa: E402
-from pp3.kernels import LaunchConfig, _select, launchers, propose  # noqa: E402
+from pp3.kernels import LaunchConfig, _select, config, launchers, propose  # noqa: E402
 from pp3.testing.compare import assert_equal  # noqa: E402
 
 pytestmark = pytest.mark.interpreter
@@ -86,6 +86,34 @@ def test_launch_configuration() -> None:
         with pytest.raises(ValueError, match=next(iter(bad))):
             LaunchConfig(**bad)
     LaunchConfig(selector="rows", onelaunch_warps=2, top_rank=True, polls=64, max_registers=128)
+
+
+def test_launch_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every launch of the two selectors is given the EXACT options, the warps of ``onelaunch_warps`` (by default 4,
+    8 from 4096 entries on; the row selector 8) and ptxas's register cap only where ``max_registers`` sets one; one
+    launch per call, one program per segment (or per row)."""
+    seen: list[tuple[str, Any, dict[str, Any]]] = []
+
+    class Spy:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __getitem__(self, grid: Any) -> Any:
+            return lambda *args, **kwargs: seen.append((self.name, grid, kwargs))
+
+    for name in ("_onelaunch_kernel", "_row_select_kernel"):
+        monkeypatch.setattr(_select, name, Spy(name))
+    x = torch.zeros(3, 5000, device=DEVICE)
+    for cfg in (LaunchConfig(selector="onelaunch"), LaunchConfig(selector="onelaunch", segment=4096),
+                LaunchConfig(selector="onelaunch", onelaunch_warps=2, max_registers=96), LaunchConfig(selector="rows"),
+                LaunchConfig(selector="rows", onelaunch_warps=4, max_registers=128)):
+        propose(x, 1.0, 1, 2, 3, launch=cfg)
+    assert [(n, g, o["num_warps"], o.get("maxnreg")) for n, g, o in seen] == [
+        ("_onelaunch_kernel", (60,), 4, None), ("_onelaunch_kernel", (6,), 8, None),
+        ("_onelaunch_kernel", (60,), 2, 96), ("_row_select_kernel", (3,), 8, None),
+        ("_row_select_kernel", (3,), 4, 128)]
+    for _, _, opts in seen:
+        assert {k: opts[k] for k in config.EXACT} == config.EXACT
 
 
 @pytest.mark.parametrize("v", [1, 33, 1500])  # one short segment; a ragged last segment
@@ -255,19 +283,52 @@ def _bound_one_too_tight(values: tl.tensor, t0: tl.tensor, K: tl.constexpr) -> t
 
 
 def _descending_spikes() -> np.ndarray[Any, Any]:
-    """One row of 64 segments (steps) of 64 entries: segment s holds 73 - s at its entry s, every other entry is -1.
-    Segment s publishes (one maximum per segment of 64) its spike to bucket s; the row selector's bucket s takes it
-    too. So the program of segment 31 (the 32nd entry, 42), which the interpreter runs after segments 0 .. 30, sees
-    the buckets 73 .. 42: its bound is exactly 42."""
-    x = np.full((1, 64 * 64), -1.0, np.float32)
-    x[0, np.arange(64) * 65] = 73.0 - np.arange(64)
+    """One row of 32 segments (steps) of 64 entries, for 32 buckets: segment s holds 73 - s at its entry 2 s, every
+    other entry is -1. Segment s publishes its spike (one maximum per segment of 64) to bucket s; the row selector's
+    bucket s (group s of a step: entries 2 s, 2 s + 1) takes it too. So the program of segment 31 (the 32nd entry,
+    42), which the interpreter runs after segments 0 .. 30, sees the buckets 73 .. 42: its bound is exactly 42."""
+    x = np.full((1, 32 * 64), -1.0, np.float32)
+    x[0, np.arange(32) * 66] = 73.0 - np.arange(32)
     return x
+
+
+def _own_bound_row() -> np.ndarray[Any, Any]:
+    """32 equal entries in one segment of 64, one in each of its groups, are the row's entries 2 .. 33; the row's
+    maximum sits alone in another segment."""
+    x = np.full((1, 2048), -5.0, np.float32)
+    x[0, 512:576:2] = 1.0
+    x[0, 100] = 3.0
+    return x
+
+
+def _scan_row() -> np.ndarray[Any, Any]:
+    """Equal entries but three larger ones: every entry survives, the fallback scan, whose bound is the equal
+    entries' value (32 buckets, every one filled by 32 segments)."""
+    x = np.full((1, 2048), 2.0, np.float32)
+    x[0, [100, 1000, 2000]] = 3.0
+    return x
+
+
+def _steps_row() -> np.ndarray[Any, Any]:
+    """65 equal survivors (more than the one batched load of 64) among -inf, the last of them raised to 9.0: the
+    interpreter appends it last."""
+    x = _equal_among_masked(65, v=2048, seed=3)
+    x[0, np.flatnonzero(np.isfinite(x[0]))[-1]] = 9.0
+    return x
+
+
+def test_the_planted_bugs_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows the planted bugs below fail on, without a bug, with the 32 buckets they use."""
+    monkeypatch.setattr(launchers, "ONELAUNCH_BUCKETS", 32)
+    rows = [_descending_spikes(), _own_bound_row(), _scan_row(), _steps_row()]
+    _check(np.concatenate(rows), what="planted bugs' rows")
 
 
 def test_a_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The programs that hold the row's 32nd entry see a bound equal to it: one too tight drops it."""
     _interpreter_only()
     monkeypatch.setattr(_select, "_bound_of", _bound_one_too_tight)
+    monkeypatch.setattr(launchers, "ONELAUNCH_BUCKETS", 32)
     for launch in BOTH:
         with pytest.raises(AssertionError):
             _check(_descending_spikes(), launches=(launch,), what="too tight")
@@ -283,15 +344,13 @@ def _groups_one_too_high(x: tl.tensor, G: tl.constexpr) -> tl.tensor:
 
 
 def test_a_segment_bound_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """32 equal entries in one segment, one in each of its groups, are the row's entries 2 .. 33: a segment bound
-    one too high drops them (the row's maximum, alone in its segment, stays)."""
+    """The 32 equal entries of ``_own_bound_row`` reach their segment's own bound exactly: one too high drops them
+    (the row's maximum stays)."""
     _interpreter_only()
     monkeypatch.setattr(_select, "_group_okeys", _groups_one_too_high)
-    x = np.full((1, 1024), -5.0, np.float32)
-    x[0, 512:576:2] = 1.0
-    x[0, 100] = 3.0
+    monkeypatch.setattr(launchers, "ONELAUNCH_BUCKETS", 32)
     with pytest.raises(AssertionError):
-        _check(x, launches=(ONE,), what="own bound too tight")
+        _check(_own_bound_row(), launches=(ONE,), what="own bound too tight")
 
 
 _CHUNKS = _select._chunks_top_k
@@ -304,14 +363,11 @@ def _chunks_one_short(surv: tl.tensor, count: tl.tensor, CHUNK: tl.constexpr, K:
 
 
 def test_steps_one_short_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """65 equal survivors (their first K: the 32 lowest IDs) appended in ID order by the interpreter: steps that
-    miss the last one still find them, so the row is 65 equal entries with the largest last."""
+    """``_steps_row``: steps that stop one survivor short miss the row's maximum, appended last."""
     _interpreter_only()
     monkeypatch.setattr(_select, "_chunks_top_k", _chunks_one_short)
-    x = _equal_among_masked(65, seed=3)
-    x[0, np.flatnonzero(np.isfinite(x[0]))[-1]] = 9.0
     with pytest.raises(AssertionError):
-        _check(x, what="steps one short")
+        _check(_steps_row(), what="steps one short")
 
 
 _SCAN = _select._scan_chunks_top_k
@@ -325,12 +381,10 @@ def _scan_one_too_tight(row_ptr: tl.tensor, v: tl.tensor, bound: tl.tensor, KIND
 
 
 def test_a_fallback_scan_one_too_tight_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A row of equal entries but three larger ones takes the scan; its bound is the equal entries' value (every
-    bucket filled: 64 segments): one too tight drops them (the three stay)."""
+    """``_scan_row`` takes the scan; one too tight drops its equal entries (the three larger ones stay)."""
     _interpreter_only()
     monkeypatch.setattr(_select, "_scan_chunks_top_k", _scan_one_too_tight)
-    x = np.full((1, 4096), 2.0, np.float32)
-    x[0, [100, 2000, 4000]] = 3.0
+    monkeypatch.setattr(launchers, "ONELAUNCH_BUCKETS", 32)
     for launch in BOTH:
         with pytest.raises(AssertionError):
-            _check(x, launches=(launch,), what="scan too tight")
+            _check(_scan_row(), launches=(launch,), what="scan too tight")

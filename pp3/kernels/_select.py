@@ -862,7 +862,8 @@ def _segment_merge_kernel(
 #   3. takes the best bound published so far: reads the buckets (at most POLLS times, never waiting for anything),
 #      bound = the larger of their K-th largest value and its own least group maximum, raised to the lowest finite
 #      value (T0 rows, which need the first entry alone: of the largest bucket and its own maximum); it reads again
-#      while some of its entries pass the bound, the row's publications are not all in and polls are left;
+#      while some of its entries pass the bound, the row's publications are not all in and polls are left (a read
+#      that finds the buckets as they were keeps the bound);
 #   4. appends its entries with a value >= the bound as §4.1 keys to the row's survivors (a slot counter; slots past
 #      CAP are not written);
 #   5. arrives on the row's counter; the last program of the row to arrive reads the buckets (now complete: the §3
@@ -1063,21 +1064,24 @@ def _onelaunch_kernel(
     bi = tl.arange(0, NB)
     n = tl.zeros((), tl.int32)
     bound = tl.full((), OKEY_POS_INF, tl.uint32)
+    last = tl.zeros([NB], tl.uint32)  # the buckets as last read
     polls = tl.zeros((), tl.int32)
     go = live
     while go:
         raw = tl.load(bucket_ptr + b * NB + bi, volatile=True)
         seen = tl.load(publish_ptr + b, volatile=True)
         values = (raw ^ SIGN32).to(tl.uint32, bitcast=True)
-        top = tl.max(values)
-        # One reduction first: a segment below a lower bound of the bound has no survivor and skips the network.
-        low = tl.maximum(tl.where(t0, top, _row_bound_floor(values, NB, K)), own)
-        if (own_max >= low) & (top < OKEY_POS_INF):
-            bound = tl.maximum(_bound_of(values, t0, K), own)
-            n = tl.sum((x >= _value_bits(bound).to(tl.float32, bitcast=True)).to(tl.int32))
-        else:
-            bound = tl.maximum(low, OKEY_MIN_FINITE)
-            n = tl.zeros((), tl.int32)
+        if (polls == 0) | (tl.max((values != last).to(tl.int32)) != 0):  # buckets as last read: the same bound
+            top = tl.max(values)
+            # One reduction first: a segment below a lower bound of the bound has no survivor and skips the network.
+            low = tl.maximum(tl.where(t0, top, _row_bound_floor(values, NB, K)), own)
+            if (own_max >= low) & (top < OKEY_POS_INF):
+                bound = tl.maximum(_bound_of(values, t0, K), own)
+                n = tl.sum((x >= _value_bits(bound).to(tl.float32, bitcast=True)).to(tl.int32))
+            else:
+                bound = tl.maximum(low, OKEY_MIN_FINITE)
+                n = tl.zeros((), tl.int32)
+        last = values
         polls += 1
         go = (n != 0) & (seen < n_seg) & (polls < POLLS)
 
