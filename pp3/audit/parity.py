@@ -3,11 +3,13 @@ conformance files.
 
 Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise):
 
-1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards), compared field
-   by field (status, token, ids, tickets): each call through ``propose`` (the segment selector; sharded calls the
-   tile selector), through the tile selector on one tensor, and through the greedy selector (``pp3.kernels.greedy``,
-   both ways of ``LaunchConfig.greedy``) with every temperature 0; and on a CUDA GPU the bulk rows at V = 163840
-   (``--bulk-rows``), the greedy selector on their T0 rows (on every row with ``--bulk-greedy``);
+1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, bounds, random, tiles, shards),
+   compared field by field (status, token, ids, tickets): each call through ``propose`` (the segment selector;
+   sharded calls the tile selector), through the tile selector on one tensor, through the greedy selector
+   (``pp3.kernels.greedy``, both ways of ``LaunchConfig.greedy``) with every temperature 0, and on request
+   (``--selectors``) through the one-launch and row selectors (not yet shipped: ``LaunchConfig(selector=
+   "onelaunch")``, ``"rows"``); and on a CUDA GPU the bulk rows at V = 163840 (``--bulk-rows``), the greedy selector
+   on their T0 rows (on every row with ``--bulk-greedy``);
 2. the verifier (§11): the named calls (``accept-edges``) and the request rows of ``pp3.audit.accept_bulk``
    (``accept-plans``), compared field by field (status, accepted, tokens);
 3. the conformance files (``pp3.audit.conformance``: golden vectors of both kernels, the Philox known answers,
@@ -47,8 +49,10 @@ SELECTOR_FIELDS = ("status", "token", "ids", "tickets")
 VERIFIER_FIELDS = ("status", "accepted", "tokens")
 FIELDS = SELECTOR_FIELDS  # the selector's (the bulk rows' table)
 PARTS = ("selector", "verifier", "conformance")
-# The selector part's suites, one per kernel a call runs through (``Call.kernel``), in the order they run.
-SELECTOR_KERNELS = ("propose", "gather", "tiles", "greedy", "rescan")
+# The selector part's suites, one per kernel a call runs through (``Call.kernel``), in the order they run; by default
+# the shipped kernels' (the one-launch and row selectors, not yet shipped, on request: --selectors).
+SELECTOR_KERNELS = ("propose", "gather", "tiles", "greedy", "rescan", "onelaunch", "rows")
+DEFAULT_SELECTOR_KERNELS = SELECTOR_KERNELS[:5]
 SIZES = ("quick", "standard", "full")
 DRAFT_FIELDS = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
 
@@ -420,7 +424,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     bulk_rows = args.bulk_rows if args.bulk_rows is not None else (1_000_000 if device.type == "cuda" else 0)
     parts = ("selector",) if args.bulk_only else tuple(p for p in PARTS if p in args.parts)
-    kinds = tuple(args.selectors or SELECTOR_KERNELS)
+    kinds = tuple(args.selectors or DEFAULT_SELECTOR_KERNELS)
     if args.selectors and (args.bulk_only or "selector" not in parts):
         print("pp3 verify: --selectors picks the selector part's suites; with --bulk-only or without the selector "
               "part it would check nothing it names", file=sys.stderr)
@@ -444,6 +448,9 @@ def run(args: argparse.Namespace) -> int:
                 "tiles": ((f"{suite} tiles", call.as_tiles()) for suite, call in suites(size) if not call.cuts),
                 "greedy": ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size)),
                 "rescan": ((f"{suite} rescan", call.as_rescan()) for suite, call in suites(size) if not call.cuts),
+                "onelaunch": ((f"{suite} onelaunch", call.as_onelaunch()) for suite, call in suites(size)
+                              if not call.cuts),
+                "rows": ((f"{suite} rows", call.as_rows()) for suite, call in suites(size) if not call.cuts),
             }
             for kind in SELECTOR_KERNELS:
                 if kind in kinds:
