@@ -13,8 +13,8 @@ PY312 ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3
 PY313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3
 REF_PYTEST = -m pytest -q -p no:cacheprovider tests proptests/test_reference_vs_oracle.py -m "not interpreter"
 
-.PHONY: test verify typecheck lint audit-exp audit-screen golden stats bench test-py312 test-py313 wheel-check install-check \
-  triton-matrix clean
+.PHONY: test evidence evidence-check verify typecheck lint audit-exp audit-screen golden stats bench test-py312 test-py313 wheel-check install-check \
+  triton-matrix triton-kit clean
 
 # The CPU build of torch that requirements/cpu.txt pins: from the PyTorch CPU wheel index where it is reachable, else
 # from pip's own configuration (these machines: a local folder; the unreachable index costs ~8 s). Asked for alone,
@@ -30,9 +30,25 @@ $(STAMP): requirements/cpu.txt pyproject.toml
 	$(VPY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 
+# The compiled PTX audit's documents, kept by what they depend on (pp3.audit.ptx: PP3_PTX_CACHE), so that its test
+# and evidence-check compile each kernel variant once.
+PTX_CACHE = $(CURDIR)/build/ptx-cache
+
 test: lint typecheck $(STAMP)
-	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q -n 2 --durations=30 tests proptests
+	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci PP3_PTX_CACHE=$(PTX_CACHE) $(VPY) -m pytest -q -n 2 --dist worksteal \
+	  --durations=30 tests proptests
 	TRITON_INTERPRET=1 HYPOTHESIS_PROFILE=ci $(VPY) -m pytest -q stats -m stats
+	$(MAKE) --no-print-directory evidence-check
+
+# The ledger (records/): evidence renders the generated tables of README, VERIFY, STATS and BENCHMARKS from the runs'
+# rows; evidence-check prints which claims ran on today's kernel binaries (shipped) and which did not (stale), and
+# fails if a generated file, a table or an archive's manifest is out of date, or a launched kernel is in no group.
+evidence: $(STAMP)
+	$(VPY) -m tools.evidence ledger
+	PP3_PTX_CACHE=$(PTX_CACHE) $(VPY) -m tools.evidence render
+
+evidence-check: $(STAMP)
+	PP3_PTX_CACHE=$(PTX_CACHE) $(VPY) -m tools.evidence check
 
 verify: $(STAMP)
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
@@ -49,8 +65,9 @@ typecheck: $(STAMP)
 
 # The package as a user gets it: build the wheel, install it with the kernels extra into a fresh venv outside the
 # repository (the pins of requirements/cpu.txt as constraints, so torch is the CPU build), then, from an empty folder
-# (nothing of the repository importable), run the conformance files, `pp3 verify` under the interpreter, the
-# README's example, and check that a repository tool says so.
+# (nothing of the repository importable), run the conformance files on the reference and (pp3 verify's conformance
+# part, under the interpreter) on the kernels, the README's example, and check that a repository tool says so. The
+# parity suites themselves run once, in make verify.
 wheel-check: $(STAMP)
 	rm -rf dist build/lib build/bdist.*
 	$(VPY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
@@ -62,8 +79,7 @@ wheel-check: $(STAMP)
 	  cp dist/readme_example.py "$$root/empty/example.py" && cd "$$root/empty" && \
 	  "$$root/venv/bin/python" -c "import pp3; assert '$(CURDIR)' not in pp3.__file__, pp3.__file__" && \
 	  "$$root/venv/bin/pp3" conformance --kernels no && \
-	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" conformance --kernels yes && \
-	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" verify --quick --json --out failures > verify.json && \
+	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" verify --quick --parts conformance --json --out failures > verify.json && \
 	  "$$root/venv/bin/python" -c "import json; d = json.load(open('verify.json')); \
 	    assert d['verdict'] == 'PASS' and d['schema_version'] == 1, d" && \
 	  "$$root/venv/bin/pp3" --version && \
@@ -85,32 +101,53 @@ TRITON_MATRIX ?= 3.7.1 3.8.0 3.9.0
 TRITON_NEWEST ?= 3.9.0
 NUMPY_NEWEST ?= 2.4.6
 TRITON_MATRIX_VERIFY ?= --quick
-triton-matrix: $(STAMP)
-	for v in $(TRITON_MATRIX); do \
-	  d=.triton/$$v; if [ "$$v" = "$(TRITON_NEWEST)" ]; then np=numpy==$(NUMPY_NEWEST); else np=; fi; \
-	  [ -f $$d/.stamp ] || { rm -rf $$d && $(VPY) -m pip install -q --no-deps --target $$d triton==$$v $$np && touch $$d/.stamp; }; \
-	  echo "=== Triton $$v $$np"; \
-	  PYTHONPATH=$$d $(VPY) -c "import numpy, triton; print('triton', triton.__version__, 'numpy', numpy.__version__)"; \
-	  PYTHONPATH=$$d $(VPY) -m pp3.audit.ptx > $$d/ptx.json || { cat $$d/ptx.json; exit 1; }; \
-	  PYTHONPATH=$$d $(VPY) -c "import json; d = json.load(open('$$d/ptx.json')); \
-	    print('ptx audit:', d['verdict'], d['variants'], 'variants of', len(d['kernels']), 'kernels')"; \
-	  PYTHONPATH=$$d TRITON_INTERPRET=1 $(VPY) -m pp3 verify $(TRITON_MATRIX_VERIFY); \
-	done
+triton-matrix: $(addprefix triton-matrix-,$(TRITON_MATRIX))
+
+# One Triton of the matrix (make -j2 runs two side by side: each step is one process).
+triton-matrix-%: $(STAMP)
+	d=.triton/$*; if [ "$*" = "$(TRITON_NEWEST)" ]; then np=numpy==$(NUMPY_NEWEST); else np=; fi; \
+	[ -f $$d/.stamp ] || { rm -rf $$d && $(VPY) -m pip install -q --no-deps --target $$d triton==$* $$np && touch $$d/.stamp; }; \
+	echo "=== Triton $* $$np"; \
+	PYTHONPATH=$$d $(VPY) -c "import numpy, triton; print('triton', triton.__version__, 'numpy', numpy.__version__)"; \
+	PYTHONPATH=$$d $(VPY) -m pp3.audit.ptx > $$d/ptx.json || { cat $$d/ptx.json; exit 1; }; \
+	PYTHONPATH=$$d $(VPY) -c "import json; d = json.load(open('$$d/ptx.json')); \
+	  print('ptx audit:', d['verdict'], d['variants'], 'variants of', len(d['kernels']), 'kernels')"; \
+	PYTHONPATH=$$d TRITON_INTERPRET=1 $(VPY) -m pp3 verify $(TRITON_MATRIX_VERIFY)
+
+# A trimmed Triton for the GPU machine (tools/triton_kit.sh: the wheel for Python KIT_PY without the AMD backend,
+# CUPTI, proton and the bundled CUDA tools, libtriton.so stripped; 3.9.0: 41 MB): .kits/triton-<TRITON_KIT>-kit.tar.xz.
+# The GPU targets take it as TRITON_KIT=.kits/triton-3.9.0-kit.tar.xz (carry .kits).
+KIT_PY ?= 3.12
+triton-kit: $(STAMP)
+	@test -n "$(TRITON_KIT)" || { echo "triton-kit: name the version, e.g. make triton-kit TRITON_KIT=3.9.0"; exit 2; }
+	PYTHON=$(VPY) tools/triton_kit.sh $(TRITON_KIT) .kits $(KIT_PY)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 audit-exp: $(STAMP)
-	$(VPY) tools/audit_exp.py
+	$(VPY) stats/audit_exp.py
 
 audit-screen: $(STAMP)
-	$(VPY) tools/audit_screen.py
+	$(VPY) stats/audit_screen.py
 
 golden: $(STAMP)
 	$(VPY) tools/gen_golden.py
 
 stats: $(STAMP)
 	$(VPY) -m stats
+
+# The end-to-end audit of draft trees at full size (SPEC.md §12; tests/test_e2e_tree.py runs a CI-sized part): every
+# shape, both verifiers, T = 0, 0.5, 1, 2, and the planted tree bugs; the tables go to results/e2e_trees.md.
+.PHONY: audit-e2e-trees tree-acceptance
+audit-e2e-trees: $(STAMP)
+	mkdir -p results
+	$(VPY) -m pp3 audit-e2e --trees --n 100000 --mutant-n 20000 --markdown results/e2e_trees.md
+
+# Accepted tokens per verification step of sampled trees, top-k trees and chains (docs/TREES.md's figures and plot).
+tree-acceptance: $(STAMP)
+	$(VPY) -m bench.tree_acceptance --json docs/tree_acceptance.json --csv docs/tree_acceptance.csv \
+	  --plot docs/tree_acceptance.png --markdown results/tree_acceptance.md
 
 bench: $(STAMP)
 	$(VPY) -m bench
@@ -144,7 +181,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu selector-next-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
+.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu verifier-next-gpu selector-next-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
 
 GPU_PY ?= python3
 OUT ?= results
@@ -157,6 +194,8 @@ FI_NOTE = $(GPUCACHE)/flashinfer.note
 VERIFY_TIMEOUT ?= 600
 VERIFY_PARTS ?= selector verifier conformance
 VERIFY_SELECTORS ?=
+# The suites' size: --full (the default of the GPU step), --quick, or empty for pp3 verify's standard size.
+VERIFY_SIZE ?= --full
 PTX_TIMEOUT ?= 300
 BULK_ROWS ?= 1000000
 BULK_SEED ?= 0
@@ -197,6 +236,7 @@ ADAPTERS_TIMEOUT ?= 300
 SANITIZE_TIMEOUT ?= 240
 SANITIZE_TOOLS ?= memcheck initcheck racecheck
 SANITIZE_CASES ?=
+SANITIZE_LOG = $(if $(SANITIZE_CASES),$(subst $(eval) ,-,$(strip $(SANITIZE_CASES))),all)
 # compute-sanitizer from PATH or the CUDA toolkit's usual place.
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 PAIR_ARGS ?=
@@ -207,9 +247,30 @@ GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu screen-gpu stats-gpu flashinf
   bench-drafter audit-e2e-gpu
 
 GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu \
-  verifier-evidence-gpu selector-next-gpu bench-gpu bench-vocab \
+  verifier-evidence-gpu verifier-next-gpu selector-next-gpu bench-gpu bench-vocab \
   bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-steps
-$(GPU_TARGETS): export PYTHONPATH := $(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
+# TRITON_KIT=<a kit from make triton-kit>: that Triton, unpacked once into .gpucache/kits/, first on the path of every
+# GPU step, with the machine's CUDA tools in place of the ones the kit leaves out; the stamps name the Triton that ran.
+TRITON_KIT ?=
+KIT_SITE = $(if $(TRITON_KIT),$(GPUCACHE)/kits/$(notdir $(TRITON_KIT:.tar.xz=)))
+# The machine's CUDA tool $(1): on the PATH, in a CUDA toolkit's usual place, else the one of its own Triton's wheel.
+CUDA_TOOL = $(firstword $(shell { command -v $(1); ls /usr/local/cuda*/bin/$(1); $(GPU_PY) -c \
+  "import os, triton; print(os.path.join(os.path.dirname(triton.__file__), 'backends/nvidia/bin/$(1)'))"; } 2>/dev/null))
+$(GPU_TARGETS): export PYTHONPATH := $(if $(KIT_SITE),$(KIT_SITE):)$(CURDIR):$(FI_SITE)$(if $(PYTHONPATH),:$(PYTHONPATH))
+ifneq ($(TRITON_KIT),)
+$(GPU_TARGETS): | $(KIT_SITE)/.stamp
+$(KIT_SITE)/.stamp: $(TRITON_KIT)
+	rm -rf $(KIT_SITE) && mkdir -p $(KIT_SITE) && tar -C $(KIT_SITE) -xJf $(TRITON_KIT) && touch $@
+KIT_PTXAS := $(call CUDA_TOOL,ptxas)
+KIT_CUOBJDUMP := $(call CUDA_TOOL,cuobjdump)
+KIT_NVDISASM := $(call CUDA_TOOL,nvdisasm)
+# Triton 3.8+ compiles sm_90 and newer with "ptxas-blackwell" (its newer bundled ptxas): the machine's one serves.
+$(if $(KIT_PTXAS),$(eval $(GPU_TARGETS): export TRITON_PTXAS_BLACKWELL_PATH := $(KIT_PTXAS)))
+$(GPU_TARGETS): export TRITON_BACKENDS_IN_TREE := 1
+$(if $(KIT_PTXAS),$(eval $(GPU_TARGETS): export TRITON_PTXAS_PATH := $(KIT_PTXAS)))
+$(if $(KIT_CUOBJDUMP),$(eval $(GPU_TARGETS): export TRITON_CUOBJDUMP_PATH := $(KIT_CUOBJDUMP)))
+$(if $(KIT_NVDISASM),$(eval $(GPU_TARGETS): export TRITON_NVDISASM_PATH := $(KIT_NVDISASM)))
+endif
 $(GPU_TARGETS): export TRITON_CACHE_DIR := $(GPUCACHE)/triton
 $(GPU_TARGETS): export FLASHINFER_WORKSPACE_BASE := $(GPUCACHE)
 $(GPU_TARGETS): export TRITON_INTERPRET :=
@@ -234,7 +295,7 @@ gpu-env:
 # VERIFY_SELECTORS (e.g. "greedy rescan") runs only those suites of the selector part (pp3 verify --selectors).
 verify-gpu:
 	$(gpu_step)
-	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3 verify --full --parts $(VERIFY_PARTS) \
+	timeout $(VERIFY_TIMEOUT) $(GPU_PY) -m pp3 verify $(VERIFY_SIZE) --parts $(VERIFY_PARTS) \
 	  $(if $(VERIFY_SELECTORS),--selectors $(VERIFY_SELECTORS)) --bulk-rows 0 2>&1 \
 	  | tee $(OUT)/verify.log | tail -30
 	timeout $(PTX_TIMEOUT) $(GPU_PY) -m pp3.audit.ptx --launched --digests 2>&1 | tee $(OUT)/ptx_audit.json | tail -3
@@ -242,9 +303,9 @@ verify-gpu:
 # BULK_ROWS random rows at V = 163840 with --bulk-seed BULK_SEED (the process pool's shutdown warnings dropped).
 bulk-gpu:
 	$(gpu_step)
-	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3 verify --full --bulk-only --bulk-rows $(BULK_ROWS) \
+	timeout $(BULK_TIMEOUT) $(GPU_PY) -m pp3 verify --bulk-only --bulk-rows $(BULK_ROWS) \
 	  --bulk-seed $(BULK_SEED) 2>&1 | { grep -v -E 'resource_tracker|warnings.warn' || true; } \
-	  | tee $(OUT)/bulk_$(BULK_SEED).log | tail -4
+	  | tee $(OUT)/bulk_$(BULK_SEED)$(if $(filter 0,$(PP3_PDL)),_nopdl).log | tail -4
 
 # The verifier's bulk rows (pp3.audit.accept_bulk): VERIFY_BULK_ROWS request rows of seed VERIFY_BULK_SEED from row
 # VERIFY_BULK_START at V = 163840, no batch started after VERIFY_BULK_SECONDS; the JSON (which rows were checked, the
@@ -271,12 +332,13 @@ props-gpu:
 # The exhaustive device exponential: pp3.kernels.expf on every input of the sweep against the reference's bits.
 expf-gpu:
 	$(gpu_step)
-	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_exp.py --device cuda 2>&1 | tee $(OUT)/expf_audit.log | tail -4
+	timeout $(EXPF_TIMEOUT) $(GPU_PY) stats/audit_exp.py --device cuda 2>&1 | tee $(OUT)/expf_audit.log | tail -4
 
-# The verifier's screening exponential on every input: its bound against the device expf (pp3.kernels.screen).
+# The verifier's screening exponentials (both) on every input: their bound against the device expf
+# (pp3.kernels.screen); the log names the card.
 screen-gpu:
 	$(gpu_step)
-	timeout $(EXPF_TIMEOUT) $(GPU_PY) tools/audit_screen.py --device cuda 2>&1 | tee $(OUT)/screen_audit.log | tail -6
+	timeout $(EXPF_TIMEOUT) $(GPU_PY) stats/audit_screen.py --device cuda 2>&1 | tee $(OUT)/screen_audit.log | tail -6
 
 stats-gpu:
 	$(gpu_step)
@@ -343,7 +405,7 @@ audit-e2e-gpu:
 	  --n $(E2E_N) --mutant-n $(E2E_MUTANT_N) 2>&1 | tee $(OUT)/e2e_gpu_$(E2E_VERIFIER).log | tail -20
 
 # compute-sanitizer over the launchers on ordinary and adversarial inputs (python -m tools.sanitize_cases), one run
-# per tool of SANITIZE_TOOLS, all at once (separate processes), logs into $(OUT)/sanitize_<tool>.log; a tool's
+# per tool of SANITIZE_TOOLS, all at once (separate processes), logs into $(OUT)/sanitize_<cases>_<tool>.log; a tool's
 # errors make its run exit 1.
 sanitize-gpu:
 	$(gpu_step)
@@ -351,10 +413,10 @@ sanitize-gpu:
 	for tool in $(SANITIZE_TOOLS); do \
 	  { r=0; timeout $(SANITIZE_TIMEOUT) $(SANITIZER) --tool $$tool --error-exitcode 1 --print-limit 100000 \
 	    --show-backtrace no $(GPU_PY) -m tools.sanitize_cases $(if $(SANITIZE_CASES),--cases $(SANITIZE_CASES)) \
-	    > $(OUT)/sanitize_$$tool.log 2>&1 || r=$$?; echo $$r > $(OUT)/.sanitize_$$tool.rc; } & \
+	    > $(OUT)/sanitize_$(SANITIZE_LOG)_$$tool.log 2>&1 || r=$$?; echo $$r > $(OUT)/.sanitize_$$tool.rc; } & \
 	done; wait; rc=0; for tool in $(SANITIZE_TOOLS); do r=$$(cat $(OUT)/.sanitize_$$tool.rc); \
 	  rm -f $(OUT)/.sanitize_$$tool.rc; \
-	  echo "$$tool exit $$r: $$(grep -h 'ERROR SUMMARY' $(OUT)/sanitize_$$tool.log | tail -1)"; \
+	  echo "$$tool exit $$r: $$(grep -h 'ERROR SUMMARY' $(OUT)/sanitize_$(SANITIZE_LOG)_$$tool.log | tail -1)"; \
 	  [ $$r -eq 0 ] || rc=1; done; exit $$rc
 
 # The verifier's GPU evidence in one device call, side by side (make -j): the bulk request rows from
@@ -365,43 +427,92 @@ verifier-evidence-gpu:
 	$(MAKE) --no-print-directory -k -j5 -O gpu-env bulk-verify-gpu props-gpu sanitize-gpu audit-e2e-gpu \
 	  PROPS_FILES=proptests/test_accept_vs_reference.py PROPS_WORKERS=2 SANITIZE_CASES=verifier
 
+# Issue 54's two designs beside the shipped verifier, in one device command (<= 9 minutes; 7 files into $(OUT)):
+# env.json; then, the GPU to itself, the benchmark (bench.drafter; log bench_verify.log, table bench_verify.md, rows
+# and the audit bench_drafter.json): the shipped verifier and its variants (NEXT_VARIANTS: the screen by
+# ex2.approx.f32, launch 3 by the handed-over word, both) in one process, fp32 and bf16, depth 5 and 1, B in NEXT_B,
+# V = 163840, each call one CUDA graph with its inputs rotated past L2, a read-only pass and FlashInfer 0.7.4's
+# softmax + chain up to B = 64 (where a flashinfer-0.7.4 folder is: flashinfer074-gpu), every variant's parity with
+# the reference on every row, and the launched PTX audit of every binary it ran; then side by side, each cut at
+# NEXT_CHECKS_TIMEOUT: the verifier's parity suites at full size in the new variants (verify_next.log: pp3 verify
+# --full --parts verifier with PP3_VERIFY_SCREEN=ex2 PP3_VERIFY_HANDOVER=1), the launched PTX audit of every entry
+# point in every variant (ptx_audit.json), and the screens' bound over every fp32 input on the card followed by the
+# conformance files on the kernels in the new variants (screen_conformance.log). Fails if any step failed.
+NEXT_B ?= 1 4 16 64 128 256
+NEXT_VARIANTS ?= "pp3" "pp3 screen ex2" "pp3 handover" "pp3 ex2+handover"
+NEXT_BENCH_TIMEOUT ?= 260
+NEXT_CHECKS_TIMEOUT ?= 190
+NEXT_ENV = PP3_VERIFY_SCREEN=ex2 PP3_VERIFY_HANDOVER=1
+verifier-next-gpu:
+	$(gpu_step)
+	-timeout 30 $(MAKE) --no-print-directory gpu-env > /dev/null 2>&1
+	-timeout 60 $(MAKE) --no-print-directory flashinfer074-gpu > $(OUT)/bench_verify.log 2>&1
+	fi=$(FI074_SITE); [ -d $$fi/flashinfer ] || fi=; r=0; \
+	  PYTHONPATH=$(CURDIR)$${fi:+:$$fi} FLASHINFER_DISABLE_JIT=1 timeout $(NEXT_BENCH_TIMEOUT) $(GPU_PY) -m bench.drafter \
+	  --verify-only --no-step --batch $(NEXT_B) --dtype float32 bfloat16 --depth 5 1 --variants $(NEXT_VARIANTS) \
+	  --flashinfer-max-batch 64 --rotate-mb 128 --markdown $(OUT)/bench_verify.md --audit-ptx --out $(OUT) \
+	  >> $(OUT)/bench_verify.log 2>&1 || r=$$?; echo "bench: exit $$r" | tee -a $(OUT)/bench_verify.log; \
+	  grep -E "^launched PTX audit" $(OUT)/bench_verify.log || true; \
+	  if [ -f $(OUT)/bench_verify.md ]; then cat $(OUT)/bench_verify.md; else tail -15 $(OUT)/bench_verify.log; fi
+	mkdir -p $(GPUCACHE); t=$(NEXT_CHECKS_TIMEOUT); \
+	{ r=0; $(NEXT_ENV) timeout $$t $(GPU_PY) -m pp3 verify --full --parts verifier --bulk-rows 0 \
+	    > $(OUT)/verify_next.log 2>&1 || r=$$?; echo "parity (verifier, ex2 + handover): exit $$r" >> $(OUT)/verify_next.log; } & \
+	{ r=0; timeout $$t $(GPU_PY) -m pp3.audit.ptx --launched --digests > $(OUT)/ptx_audit.json \
+	    2> $(GPUCACHE)/ptx_audit.err || r=$$?; echo "ptx audit (launched): exit $$r" >> $(GPUCACHE)/ptx_audit.err; } & \
+	{ s0=$$SECONDS; r=0; timeout 100 $(GPU_PY) stats/audit_screen.py --device cuda > $(OUT)/screen_conformance.log 2>&1 \
+	    || r=$$?; echo "screen audit: exit $$r" >> $(OUT)/screen_conformance.log; r=0; \
+	  $(NEXT_ENV) timeout $$((t - SECONDS + s0)) $(GPU_PY) -m pp3 verify --full --parts conformance --bulk-rows 0 \
+	    >> $(OUT)/screen_conformance.log 2>&1 || r=$$?; \
+	  echo "conformance (ex2 + handover): exit $$r" >> $(OUT)/screen_conformance.log; } & \
+	wait; \
+	tail -4 $(GPUCACHE)/ptx_audit.err; \
+	$(GPU_PY) -c "import json; d = json.load(open('$(OUT)/ptx_audit.json')); \
+	  print('ptx audit:', d['verdict'], d['variants'], 'variants,', len(d['screen']), 'with the screen,', \
+	  'forbidden:', sorted(d['forbidden'])[:3])" 2> /dev/null || echo "ptx audit: no JSON"; \
+	tail -12 $(OUT)/verify_next.log; grep -E "audit-screen|^inputs|exit|PASS|FAIL" $(OUT)/screen_conformance.log; \
+	! grep -h -E "^(bench|parity .*|screen audit|conformance .*|ptx audit .*): exit [^0]" $(OUT)/bench_verify.log \
+	  $(OUT)/verify_next.log $(OUT)/screen_conformance.log $(GPUCACHE)/ptx_audit.err
+
 # The one-launch and row selectors (not yet shipped: LaunchConfig(selector="onelaunch"), "rows"; #53) in one device
-# command of at most NEXT_CHECK_TIMEOUT + NEXT_BENCH_TIMEOUT seconds: side by side, their parity suites at full size
-# (pp3 verify --selectors onelaunch rows), the launched PTX audit of every kernel, their tests on the GPU
-# (tests/test_kernels_onelaunch.py: CUDA-graph replays among them) and a warm-up of the benchmark (each compiles into
-# the one Triton cache); then, alone on the GPU, the benchmark in one process: fp32 and bf16, depth 5,
-# B = NEXT_B, V = 163840, the rows NEXT_IMPL (the shipped propose, the one-launch selector by network and by rank, the
-# row selector, the trivial 2-launch row max, the greedy kernel, torch.argmax; NEXT_ARGS adds settings: by default
-# the one-launch selector with one poll and the row selector in steps of 4096). Into $(OUT): steps.log, verify.log, ptx_audit.json, bench.json, bench.md,
-# bench.png (and a failing parity case's two files, under failures/): at most 8 files. Exits 1 if any step failed.
-NEXT_B ?= 1 2 4 8 16 32 64 128 256
-NEXT_IMPL ?= "pp3 sampled" "pp3 onelaunch" "pp3 onelaunch rank" "pp3 rows" "trivial 2-launch row max" \
+# command of at most SELECTOR_NEXT_CHECK_TIMEOUT + SELECTOR_NEXT_BENCH_TIMEOUT seconds: side by side, their parity
+# suites at full size (pp3 verify --selectors onelaunch rows), the launched PTX audit of every kernel, their tests on
+# the GPU (tests/test_kernels_onelaunch.py: CUDA-graph replays among them) and a warm-up of the benchmark (each
+# compiles into the one Triton cache); then, alone on the GPU, the benchmark in one process: fp32 and bf16, depth 5,
+# B = SELECTOR_NEXT_B, V = 163840, the rows SELECTOR_NEXT_IMPL (the shipped propose, the one-launch selector by
+# network and by rank, the row selector, the trivial 2-launch row max, the greedy kernel, torch.argmax;
+# SELECTOR_NEXT_ARGS adds settings: by default the one-launch selector with one poll and the row selector in steps of
+# 4096). Into $(OUT): steps.log, verify.log, ptx_audit.json, bench.json, bench.md, bench.png (and a failing parity
+# case's two files, under failures/): at most 8 files. Exits 1 if any step failed.
+SELECTOR_NEXT_B ?= 1 2 4 8 16 32 64 128 256
+SELECTOR_NEXT_IMPL ?= "pp3 sampled" "pp3 onelaunch" "pp3 onelaunch rank" "pp3 rows" "trivial 2-launch row max" \
   "pp3 greedy kernel" "torch argmax"
-NEXT_ARGS ?= --onelaunch 0,0,1 --rows 8,4096
-NEXT_REPLAYS ?= 100
-NEXT_CHECK_TIMEOUT ?= 330
-NEXT_BENCH_TIMEOUT ?= 190
-next_bench = $(GPU_PY) -m bench --vocab 163840 --batch $(NEXT_B) --depth 5 --dtype float32 bfloat16 \
-  --impl $(NEXT_IMPL) $(NEXT_ARGS)
+SELECTOR_NEXT_ARGS ?= --onelaunch 0,0,1 --rows 8,4096
+SELECTOR_NEXT_REPLAYS ?= 100
+SELECTOR_NEXT_CHECK_TIMEOUT ?= 330
+SELECTOR_NEXT_BENCH_TIMEOUT ?= 190
+selector_next_bench = $(GPU_PY) -m bench --vocab 163840 --batch $(SELECTOR_NEXT_B) --depth 5 \
+  --dtype float32 bfloat16 --impl $(SELECTOR_NEXT_IMPL) $(SELECTOR_NEXT_ARGS)
 selector-next-gpu: export PP3_BENCH_NO_FLASHINFER := 1
 selector-next-gpu:
 	$(gpu_step)
 	rc=$$(mktemp -d); { \
-	  { r=0; timeout $(NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pp3 verify --full --parts selector --selectors onelaunch rows \
-	      --bulk-rows 0 --out $(OUT)/failures > $(OUT)/verify.log 2>&1 || r=$$?; echo $$r > $$rc/verify; } & \
-	  { r=0; timeout $(NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pp3.audit.ptx --launched --digests > $(OUT)/ptx_audit.json \
-	      2> $$rc/ptx.err || r=$$?; echo $$r > $$rc/ptx; } & \
-	  { r=0; timeout $(NEXT_CHECK_TIMEOUT) $(next_bench) --compile-only > $$rc/warm.log 2>&1 || r=$$?; \
-	      echo $$r > $$rc/warm; } & \
-	  { r=0; timeout $(NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pytest -q -p no:cacheprovider tests/test_kernels_onelaunch.py \
-	      > $$rc/tests.log 2>&1 || r=$$?; echo $$r > $$rc/tests; } & \
+	  { r=0; timeout $(SELECTOR_NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pp3 verify --full --parts selector \
+	      --selectors onelaunch rows --bulk-rows 0 --out $(OUT)/failures > $(OUT)/verify.log 2>&1 || r=$$?; \
+	      echo $$r > $$rc/verify; } & \
+	  { r=0; timeout $(SELECTOR_NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pp3.audit.ptx --launched --digests \
+	      > $(OUT)/ptx_audit.json 2> $$rc/ptx.err || r=$$?; echo $$r > $$rc/ptx; } & \
+	  { r=0; timeout $(SELECTOR_NEXT_CHECK_TIMEOUT) $(selector_next_bench) --compile-only > $$rc/warm.log 2>&1 \
+	      || r=$$?; echo $$r > $$rc/warm; } & \
+	  { r=0; timeout $(SELECTOR_NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pytest -q -p no:cacheprovider \
+	      tests/test_kernels_onelaunch.py > $$rc/tests.log 2>&1 || r=$$?; echo $$r > $$rc/tests; } & \
 	  wait; \
 	  echo "=== verify exit $$(cat $$rc/verify) ($$(date +%T))"; tail -25 $(OUT)/verify.log; \
 	  echo "=== ptx audit exit $$(cat $$rc/ptx)"; tail -5 $$rc/ptx.err; tail -4 $(OUT)/ptx_audit.json; \
 	  echo "=== bench warm-up exit $$(cat $$rc/warm)"; tail -3 $$rc/warm.log; \
 	  echo "=== tests/test_kernels_onelaunch.py exit $$(cat $$rc/tests)"; tail -15 $$rc/tests.log; \
 	  echo "=== bench ($$(date +%T))"; \
-	  r=0; timeout $(NEXT_BENCH_TIMEOUT) $(next_bench) --replays $(NEXT_REPLAYS) --out $(OUT) || r=$$?; \
+	  r=0; timeout $(SELECTOR_NEXT_BENCH_TIMEOUT) $(selector_next_bench) --replays $(SELECTOR_NEXT_REPLAYS) \
+	    --out $(OUT) || r=$$?; \
 	  echo $$r > $$rc/bench; echo "=== bench exit $$r ($$(date +%T))"; \
 	} 2>&1 | tee $(OUT)/steps.log | { grep -v '^{"impl"' || true; }; \
 	bad=0; for s in verify ptx warm tests bench; do [ "$$(cat $$rc/$$s)" = 0 ] || bad=1; done; rm -rf $$rc; exit $$bad
@@ -425,10 +536,10 @@ bench-pair:
 	timeout -k 10 $(PAIR_TIMEOUT) $(GPU_PY) -m bench.pair --out $(OUT) --timeout $(RANK_TIMEOUT) $(PAIR_ARGS) 2>&1 \
 	  | tee $(OUT)/pair.log | { grep -v -E '^\[rank [0-9]+ [0-9:]+\] \{' || true; } | tail -150
 
-# Nsight Compute on both launches of the selector (tools/ncu_profile.sh: stall reasons, instructions, cycles).
+# Nsight Compute on both launches of the selector (bench/ncu_profile.sh: stall reasons, instructions, cycles).
 ncu-gpu:
 	$(gpu_step)
-	OUT=$(OUT) bash tools/ncu_profile.sh
+	OUT=$(OUT) bash bench/ncu_profile.sh
 
 # Everything under $(OUT) into one results_HHMMSS.tgz.
 gpu-pack:

@@ -10,6 +10,8 @@ its tests from the profile's name (``proptests/strategies.prop_settings``).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -54,3 +56,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+# The folders that pp3's programs write to by default (relative paths, so in the checkout when run from it):
+# pp3 verify's and accept_bulk's --out, the benchmarks' and the statistical audits' results.
+_DEFAULT_OUTPUTS = ("verify-failures", "results")
+_CHECKOUT = Path(__file__).resolve().parent
+
+
+def _default_outputs() -> dict[str, list[tuple[str, int, int]] | None]:
+    """Each default output folder of the checkout: its files (path, size, mtime), or None if it does not exist."""
+    found: dict[str, list[tuple[str, int, int]] | None] = {}
+    for name in _DEFAULT_OUTPUTS:
+        root = _CHECKOUT / name
+        found[name] = None if not root.exists() else sorted(
+            (str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _writes_only_under_its_own_folders() -> Iterator[None]:
+    """Every test writes only under its own temporary folders (``tmp_path``): a test that left anything in the
+    checkout's default output folders (a program run without ``--out``) fails."""
+    before = _default_outputs()
+    yield
+    changed = [name for name, files in _default_outputs().items() if files != before[name]]
+    if changed:
+        pytest.fail(f"the test wrote into the checkout's {', '.join(f'{n}/' for n in changed)}: give the program "
+                    "an output folder under tmp_path", pytrace=False)

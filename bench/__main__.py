@@ -103,10 +103,13 @@ def implementations(
     from pp3.reference._constants import DEFAULT_TAU
 
     def pp3_sampled(tile: int | None) -> Callable[[list[Any], dict[str, Any]], Callable[[], Any]]:
+        """propose as shipped (tile None), or the tile selector at a fixed tile (the only selector with one)."""
+        launch = DEFAULT_LAUNCH if tile is None else LaunchConfig(selector="tiles")
+
         def make(xs: list[Any], k: dict[str, Any]) -> Callable[[], Any]:
             def step() -> None:
                 for d, x in enumerate(xs):
-                    propose(x, k["temp"], k["seed"], k["round"], k["pos"][d], tile=tile)
+                    propose(x, k["temp"], k["seed"], k["round"], k["pos"][d], tile=tile, launch=launch)
 
             return step
 
@@ -219,7 +222,7 @@ def implementations(
 
     out: dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]] = {}
     for t in tiles:
-        out["pp3 sampled" + ("" if t is None else f" tile={t}")] = pp3_sampled(t)
+        out["pp3 sampled" if t is None else f"pp3 tiles tile={t}"] = pp3_sampled(t)
     for w1, w2 in warps:
         out[f"pp3 tiles warps={w1},{w2}"] = pp3_warps(w1, w2)
     for cfg in segments:
@@ -360,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         help="implementations: full names, or the first words of a family (flashinfer, pp3 segments, torch)"
     )
     ap.add_argument("--replays", type=int, default=300)
-    ap.add_argument("--tiles", type=int, nargs="*", default=[], help="extra fixed tile sizes to time (default: auto)")
+    ap.add_argument("--tiles", type=int, nargs="*", default=[],
+                    help="fixed tile sizes to time the tile selector at (default: none)")
     ap.add_argument("--out", default="results")
     ap.add_argument("--warps", nargs="*", default=[], help="the tile selector's launch-1,launch-2 warp pairs to sweep")
     ap.add_argument("--segments", nargs="*", default=[],

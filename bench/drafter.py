@@ -4,8 +4,16 @@ graph) at V = 163840, fp32 and bf16, depths 5 and 1, beside a read-only pass and
 chain_speculative_sampling in the same process; and one speculative step (draft + verify) in one CUDA graph.
 Writes DIR/bench_drafter.json (default $OUT, else results/), stamped.
 
-    python -m bench.drafter [--out DIR] [--verify-only] [--batch 1 4 ...] [--dtype float32 ...] [--depth 5 1]
+    python -m bench.drafter [--out DIR] [--verify-only] [--no-step] [--batch 1 4 ...] [--dtype float32 ...]
+                            [--depth 5 1] [--variants pp3 "pp3 screen ex2" ...] [--flashinfer-max-batch N]
+                            [--rotate-mb MB] [--markdown FILE] [--audit-ptx]
     (GPU only; admits sampled drafting itself, DSPARK_SAMPLED_TOP32=1)
+
+``--variants`` times the verifier's variants (``VARIANTS``: its screen and launch 3, ``LaunchConfig``) side by
+side, each checked against the reference; ``--rotate-mb`` rotates copies of each call's inputs so that at least that
+many MB are read between two replays of one copy (L2 cannot hold them); ``--markdown`` writes the verifier's table;
+``--audit-ptx`` then runs the launched PTX audit over every binary this process ran (into the JSON, ``ptx_audit``).
+Exits 1 if a verifier (any variant) differs from the reference on a row, or the audit fails.
 """
 
 from __future__ import annotations
@@ -22,17 +30,26 @@ from typing import Any
 import numpy as np
 import torch
 
+from pp3.audit import fast_accept
 from pp3.drafter import SAMPLED_ENV, Draft, TPDrafter
+from pp3.kernels import LaunchConfig
 from pp3.kernels import verify as verify_dev
-from pp3.reference import verify as verify_ref
-from pp3.testing.call import host_logits, to_numpy
+from pp3.testing.call import to_numpy
 from pp3.testing.compare import row_mismatch
 from pp3.testing.markov import MarkovDrafter
 from pp3.testing.stamp import environment
-from pp3.testing.timing import cuda_graph, time_calls
+from pp3.testing.timing import cuda_graph, time_calls, time_graph
 
 V, RANK, DEPTH = 163840, 64, 5
 FIELDS = ("tokens", "status", "ids", "tickets")
+# The verifier's variants (SPEC.md §11.12, bench/NOTES.md "Verifier: the screen by MUFU.EX2, and launch 3 by one
+# handed-over word"): "pp3" is the shipped one.
+VARIANTS = {
+    "pp3": LaunchConfig(screen="pinned", handover=False),
+    "pp3 screen ex2": LaunchConfig(screen="ex2", handover=False),
+    "pp3 handover": LaunchConfig(screen="pinned", handover=True),
+    "pp3 ex2+handover": LaunchConfig(screen="ex2", handover=True),
+}
 
 
 def draft_latency() -> list[dict[str, Any]]:
@@ -93,11 +110,30 @@ def _baseline() -> tuple[Callable[..., Any] | None, str]:
     return base.verify, f"pp3_baseline {os.environ.get('PP3_BENCH_BASELINE_NAME', '')}".strip()
 
 
-def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[dict[str, Any]]:
-    """Per (dtype, depth, B): pp3's verifier (parity with the reference, then one CUDA graph), a read-only pass over
-    the same target logits, and FlashInfer's softmax + chain_speculative_sampling on dense fp32 q and p (q exported
-    exactly by pp3.adapters.dense_probs, outside the graph), all in this process. Plus parity-only rows for T0 and
-    T = 2."""
+def _reference(logits: torch.Tensor, temp: float, draft: Draft, seed: torch.Tensor) -> Any:
+    """The reference's verdict (``pp3.audit.fast_accept``: its bits, faster; bf16 from its bit patterns)."""
+    if logits.dtype == torch.bfloat16:
+        x = logits.view(torch.int16).cpu().numpy().view(np.uint16)
+    else:
+        x = logits.float().cpu().numpy()
+    return fast_accept.verify(x, np.float32(temp), **draft.numpy(), seed=seed.cpu().numpy().view(np.uint64),
+                              round=0, position=1, bf16_bits=logits.dtype == torch.bfloat16)
+
+
+def _timed(step: Callable[[torch.Tensor], Any], copies: list[torch.Tensor]) -> dict[str, float]:
+    """``step`` on each copy of the target logits captured in its own CUDA graph, the graphs replayed in turn."""
+    if len(copies) == 1:
+        return time_calls(lambda: step(copies[0]), 100)
+    return time_graph(lambda k: (lambda: step(copies[k])), len(copies), 100)
+
+
+def verifier(batches: list[int], dtypes: list[str], depths: list[int], variants: list[str] | None = None,
+             fi_max_batch: int = 1 << 30, rotate_mb: float = 0.0) -> list[dict[str, Any]]:
+    """Per (dtype, depth, B): pp3's verifier in each of ``variants`` (``VARIANTS``; parity with the reference, then
+    one CUDA graph), a read-only pass over the same target logits, and FlashInfer's softmax +
+    chain_speculative_sampling on dense fp32 q and p (q exported exactly by pp3.adapters.dense_probs, outside the
+    graph; up to ``fi_max_batch`` rows), all in this process, each on enough copies of the inputs that
+    ``rotate_mb`` MB are read between two replays of one (one copy for 0). Plus parity-only rows for T0 and T = 2."""
     from pp3.adapters import dense_probs
 
     rng = np.random.default_rng(0)
@@ -107,6 +143,7 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[d
     target = MarkovDrafter(model.embedding + delta, torch.cat(model.shards, 1))
     chain, fi_note = _flashinfer()
     base, base_name = _baseline()
+    names = variants or ["pp3"]
     rows = []
     cases = [(dt, d, b, 1.0) for dt in dtypes for d in depths for b in batches]
     cases += [("float32", DEPTH, 4, 0.0), ("float32", DEPTH, 4, 2.0)]
@@ -122,25 +159,32 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[d
         temps = torch.full((b,), temp, dtype=torch.float32, device="cuda")
         zeros, ones = torch.zeros_like(seed), torch.ones_like(seed)
         args = (logits, temps, draft.tokens, draft.status, draft.ids, draft.tickets, seed, zeros, ones)
-        t0 = time.perf_counter()
-        got = verify_dev(*args)
-        torch.cuda.synchronize()
-        first = time.perf_counter() - t0
-        want = verify_ref(host_logits(logits), np.float32(temp), **draft.numpy(),
-                          seed=seed.cpu().numpy().view(np.uint64), round=0, position=1)
+        want = _reference(logits, temp, draft, seed)
+        parity, first = {}, {}
+        for name in names:
+            t0 = time.perf_counter()
+            got = verify_dev(*args, launch=VARIANTS[name])
+            torch.cuda.synchronize()
+            first[name] = round(time.perf_counter() - t0, 1)
+            parity[name] = not row_mismatch(to_numpy(got), want).any()
         row: dict[str, Any] = {"verify": "pp3 Triton verifier, one CUDA graph", "V": V, "dtype": dtype_name,
-                               "depth": depth, "B": b, "T": temp, "parity": not row_mismatch(to_numpy(got), want).any(),
-                               "accepted": want.accepted.tolist()[:8], "first_call_s": round(first, 1)}
+                               "depth": depth, "B": b, "T": temp, "parity": all(parity.values()),
+                               "parity_by_variant": parity, "accepted": want.accepted.tolist()[:8],
+                               "first_call_s": first}
         if temp == 1.0:
+            copies = [logits] + [logits.clone() for _ in range(_copies(logits, rotate_mb) - 1)]
+            row["input_copies"] = len(copies)
+            for name in names:
 
-            def run(a: tuple[Any, ...] = args) -> Any:
-                return verify_dev(*a)
+                def run(x: torch.Tensor, a: tuple[Any, ...] = args[1:], how: LaunchConfig = VARIANTS[name]) -> Any:
+                    return verify_dev(x, *a, launch=how)
 
-            def read(x: torch.Tensor = logits) -> Any:  # the floor: one read-only pass over the same target logits
+                row[name] = _timed(run, copies)
+
+            def read(x: torch.Tensor) -> Any:  # the floor: one read-only pass over the same target logits
                 return x.amax(dim=-1)
 
-            row["pp3"] = time_calls(run, 100)
-            row["read_only_pass"] = time_calls(read, 100)
+            row["read_only_pass"] = _timed(read, copies)
             if base is not None:
 
                 def run_base(a: tuple[Any, ...] = args) -> Any:
@@ -149,15 +193,15 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[d
                 row["baseline"] = base_name
                 row["baseline_parity"] = not row_mismatch(to_numpy(run_base()), want).any()
                 row["pp3_baseline"] = time_calls(run_base, 100)
-            if chain is not None:
+            if chain is not None and b <= fi_max_batch:
                 q = dense_probs(draft.ids, draft.tickets, V)  # [B, depth, V] fp32, exact
                 tok = draft.tokens.clamp_min(0)
 
-                def peer(x: torch.Tensor = logits, q: torch.Tensor = q, tok: torch.Tensor = tok) -> Any:
+                def peer(x: torch.Tensor, q: torch.Tensor = q, tok: torch.Tensor = tok) -> Any:
                     return chain(q, tok, torch.softmax(x.float(), dim=-1), deterministic=True)
 
                 try:
-                    row["flashinfer_softmax_chain"] = time_calls(peer, 100)
+                    row["flashinfer_softmax_chain"] = _timed(peer, copies)
                     p = torch.softmax(logits.float(), dim=-1)
 
                     def chain_only(q: torch.Tensor = q, tok: torch.Tensor = tok, p: torch.Tensor = p) -> Any:
@@ -167,10 +211,55 @@ def verifier(batches: list[int], dtypes: list[str], depths: list[int]) -> list[d
                 except Exception as e:  # the row says why
                     row["flashinfer"] = f"{e.__class__.__name__}: {e}"[:300]
             else:
-                row["flashinfer"] = fi_note
+                row["flashinfer"] = fi_note if chain is None else f"not run above B = {fi_max_batch}"
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
+
+
+def _copies(x: torch.Tensor, rotate_mb: float) -> int:
+    """How many copies of ``x`` make at least ``rotate_mb`` MB between two reads of one (1 to 64)."""
+    return max(1, min(64, -(-int(rotate_mb * 2**20) // (x.numel() * x.element_size()))))
+
+
+def markdown(rows: list[dict[str, Any]], names: list[str]) -> str:
+    """The verifier's timed rows as one table per (dtype, depth): median µs per call by B, then FlashInfer's time and
+    a read-only pass's as multiples of each variant's (the issue's goals: >= 2 and <= 2.5 at fp32, 3.5 at bf16)."""
+    timed = [r for r in rows if "read_only_pass" in r]
+    out = []
+    for dtype, depth in dict.fromkeys((r["dtype"], r["depth"]) for r in timed):
+        cells = sorted((r for r in timed if (r["dtype"], r["depth"]) == (dtype, depth)), key=lambda r: r["B"])
+        head = "| µs, median | " + " | ".join(f"B={r['B']}" for r in cells) + " |"
+        lines = [f"### {dtype}, depth {depth} (V = {V}, T = 1, one CUDA graph per call)", "", head,
+                 "|---|" + "---:|" * len(cells), _line("read-only pass", [_us(r, "read_only_pass") for r in cells])]
+        for name in names:
+            ok = all(r["parity_by_variant"][name] for r in cells)
+            lines.append(_line(name + ("" if ok else " (PARITY FAILED)"), [_us(r, name) for r in cells]))
+        lines.append(_line("FlashInfer softmax + chain", [_us(r, "flashinfer_softmax_chain") for r in cells]))
+        lines += [_line(f"FlashInfer / {name}", [_ratio(r, "flashinfer_softmax_chain", name) for r in cells])
+                  for name in names]
+        lines += [_line(f"{name} / read-only", [_ratio(r, name, "read_only_pass") for r in cells]) for name in names]
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
+def _line(label: str, values: list[str]) -> str:
+    return f"| {label} | " + " | ".join(values) + " |"
+
+
+def _median(row: dict[str, Any], key: str) -> float | None:
+    v = row.get(key)
+    return float(v["median_us"]) if isinstance(v, dict) else None
+
+
+def _us(row: dict[str, Any], key: str) -> str:
+    v = _median(row, key)
+    return "—" if v is None else f"{v:.1f}"
+
+
+def _ratio(row: dict[str, Any], top: str, bottom: str) -> str:
+    a, b = _median(row, top), _median(row, bottom)
+    return "—" if a is None or b is None else f"{a / b:.2f}"
 
 
 def speculative_step(batches: list[int]) -> list[dict[str, Any]]:
@@ -219,19 +308,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16, 64], help="verifier batch sizes")
     ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"], help="target logit formats")
     ap.add_argument("--depth", type=int, nargs="+", default=[DEPTH, 1], help="verifier depths (1 .. 5)")
+    ap.add_argument("--no-step", action="store_true", help="skip the speculative step (draft + verify)")
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["pp3"],
+                    help="the verifier's variants to time side by side (pp3: the shipped one)")
+    ap.add_argument("--flashinfer-max-batch", type=int, default=1 << 30, help="FlashInfer's rows up to this B")
+    ap.add_argument("--rotate-mb", type=float, default=0.0,
+                    help="copies of the inputs so that this many MB are read between two replays of one (0: one)")
+    ap.add_argument("--markdown", default=None, help="write the verifier's table here")
+    ap.add_argument("--audit-ptx", action="store_true",
+                    help="then the launched PTX audit of every binary this process ran (into the JSON; exit 1 if it "
+                    "fails)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench.drafter: needs a CUDA GPU")
         return 0
     os.environ[SAMPLED_ENV] = "1"
-    doc = {"environment": environment(), "draft": [] if args.verify_only else draft_latency(),
-           "verify": verifier(args.batch, args.dtype, args.depth),
-           "step": speculative_step([1, 4, 64])}
+    doc: dict[str, Any] = {"environment": environment(), "draft": [] if args.verify_only else draft_latency(),
+           "verify": verifier(args.batch, args.dtype, args.depth, args.variants, args.flashinfer_max_batch,
+                              args.rotate_mb),
+           "step": [] if args.no_step else speculative_step([1, 4, 64])}
+    rc = 0 if all(r["parity"] for r in doc["verify"]) else 1  # a verifier (any variant) that differs fails the run
+    if args.audit_ptx:
+        from pp3.audit import ptx
+
+        doc["ptx_audit"] = audit = ptx.audit_launched(digests=True, run_exercise=False)
+        print(f"launched PTX audit of every binary this process ran: {audit['verdict']}, {audit['variants']} "
+              f"variants, {len(audit['screen'])} with the screen's instructions "
+              f"({sum(c.get('ex2.approx.f32', 0) for c in audit['screen'].values())} ex2.approx.f32), forbidden in "
+              f"{len(audit['forbidden'])}: {sorted(audit['forbidden'])[:3]}")
+        rc = rc if audit["verdict"] == "PASS" else 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_drafter.json").write_text(json.dumps(doc, indent=1))
     print(f"wrote {out / 'bench_drafter.json'}")
-    return 0
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(doc["verify"], args.variants))
+        print(Path(args.markdown).read_text())
+    return rc
 
 
 if __name__ == "__main__":

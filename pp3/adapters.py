@@ -63,26 +63,6 @@ _I32_MAX = (1 << 31) - 1
 # ------------------------------------------------------------------------------------------------ argument checks
 
 
-def _tensor(name: str, t: Any, dtypes: tuple[torch.dtype, ...] | None = None) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if dtypes is not None and t.dtype not in dtypes:
-        raise TypeError(f"{name}: expected {' or '.join(str(d) for d in dtypes)}, got {t.dtype}")
-    if t.layout != torch.strided:
-        raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {t.layout}")
-    return t
-
-
-def _shape(name: str, t: torch.Tensor, shape: tuple[int, ...], dims: str) -> None:
-    if tuple(t.shape) != shape:
-        raise ValueError(f"{name}: expected shape {dims} = {shape}, got {tuple(t.shape)}")
-
-
-def _device(name: str, t: torch.Tensor, ref_name: str, ref: torch.Tensor) -> None:
-    if t.device != ref.device:
-        raise ValueError(f"{name}: on {t.device}, but {ref_name} is on {ref.device}")
-
-
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]  # torch leaves it untyped
 def _holds(v: float, dtype: torch.dtype) -> bool:
     """Whether float ``dtype`` holds ``v`` exactly (torch's own conversion on the host; a constant to torch.compile)."""
@@ -121,12 +101,12 @@ def _fill(value: Any, dtype: torch.dtype) -> int | float | bool:
 
 def _slots(ids: Any, tickets: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """§7 slots: ``ids`` and ``tickets`` int32/int64 of one shape [..., K] on one device."""
-    ids = _tensor("ids", ids, _INT_DTYPES)
-    tickets = _tensor("tickets", tickets, _INT_DTYPES)
+    ids = checks.dense("ids", ids, _INT_DTYPES)
+    tickets = checks.dense("tickets", tickets, _INT_DTYPES)
     if ids.dim() < 1 or ids.shape[-1] != K:
         raise ValueError(f"ids: expected shape [..., {K}] (SPEC.md §7 slots), got {tuple(ids.shape)}")
-    _shape("tickets", tickets, tuple(ids.shape), "ids' shape [..., K]")
-    _device("tickets", tickets, "ids", ids)
+    checks.shaped("tickets", tickets, tuple(ids.shape), "ids' shape [..., K]")
+    checks.on("tickets", tickets, ids.device, "ids is")
     return ids, tickets
 
 
@@ -137,37 +117,37 @@ def _dense_args(ids: Any, tickets: Any, vocab_size: Any, out: Any, previous_ids:
     v = checks.integer("vocab_size", vocab_size, 1, MAX_VOCAB)
     shape = (*ids.shape[:-1], v)
     if out is not None:
-        out = _tensor("out", out, (torch.float32,))
-        _shape("out", out, shape, "[..., vocab_size] (ids' leading dimensions)")
-        _device("out", out, "ids", ids)
+        out = checks.dense("out", out, (torch.float32,))
+        checks.shaped("out", out, shape, "[..., vocab_size] (ids' leading dimensions)")
+        checks.on("out", out, ids.device, "ids is")
     if previous_ids is not None:
         if out is None:
             raise ValueError("previous_ids: needs out= (the buffer that the previous call wrote at those IDs)")
-        previous_ids = _tensor("previous_ids", previous_ids, _INT_DTYPES)
-        _shape("previous_ids", previous_ids, tuple(ids.shape), "ids' shape [..., K]")
-        _device("previous_ids", previous_ids, "ids", ids)
+        previous_ids = checks.dense("previous_ids", previous_ids, _INT_DTYPES)
+        checks.shaped("previous_ids", previous_ids, tuple(ids.shape), "ids' shape [..., K]")
+        checks.on("previous_ids", previous_ids, ids.device, "ids is")
     return ids, tickets, shape, out, previous_ids
 
 
 def _lengths(name: str, lengths: Any, b: int, ref_name: str, ref: torch.Tensor) -> torch.Tensor:
-    t = _tensor(name, lengths, _INT_DTYPES)
-    _shape(name, t, (b,), "[B]")
-    _device(name, t, ref_name, ref)
+    t = checks.dense(name, lengths, _INT_DTYPES)
+    checks.shaped(name, t, (b,), "[B]")
+    checks.on(name, t, ref.device, ref_name + " is")
     return t
 
 
 def _offsets(name: str, cu: Any, ref_name: str | None = None, ref: torch.Tensor | None = None) -> torch.Tensor:
-    t = _tensor(name, cu, _INT_DTYPES)
+    t = checks.dense(name, cu, _INT_DTYPES)
     if t.dim() != 1 or t.shape[0] < 2:
         raise ValueError(f"{name}: expected shape [B+1] with B >= 1 (offsets starting at 0), got {tuple(t.shape)}")
     if ref_name is not None and ref is not None:
-        _device(name, t, ref_name, ref)
+        checks.on(name, t, ref.device, ref_name + " is")
     return t
 
 
 def _padded(name: str, x: Any, dtypes: tuple[torch.dtype, ...] | None = None, *, extra: int = 0) -> torch.Tensor:
     """A padded [B, D, ...] tensor with B >= 1 and D >= 1 (``extra`` more trailing dimensions at least)."""
-    t = _tensor(name, x, dtypes)
+    t = checks.dense(name, x, dtypes)
     if t.dim() < 2 + extra or t.shape[0] < 1 or t.shape[1] < 1:
         dims = "[B, D, ...]" if not extra else "[B, D+1, V]"
         raise ValueError(f"{name}: expected shape {dims} with B, D >= 1, got {tuple(t.shape)}")
@@ -273,9 +253,9 @@ def token_q(ids: torch.Tensor, tickets: torch.Tensor, tokens: torch.Tensor) -> t
     token (§11.2's ``Q_j(x_j)``), 0 if no slot has it. ``tokens``: [...] int32/int64, ``ids``' leading shape; a
     failed draft's token -1 gives 0 (empty slots never match, whatever their tickets)."""
     ids, tickets = _slots(ids, tickets)
-    tokens = _tensor("tokens", tokens, _INT_DTYPES)
-    _shape("tokens", tokens, tuple(ids.shape[:-1]), "ids' leading dimensions [...]")
-    _device("tokens", tokens, "ids", ids)
+    tokens = checks.dense("tokens", tokens, _INT_DTYPES)
+    checks.shaped("tokens", tokens, tuple(ids.shape[:-1]), "ids' leading dimensions [...]")
+    checks.on("tokens", tokens, ids.device, "ids is")
     match = (ids == tokens.unsqueeze(-1)) & (ids >= 0)
     q_tickets = torch.where(match, tickets, 0).sum(dim=-1)  # integer sum: at most one slot matches (§7)
     return q_tickets.to(torch.float32) * _TICKET_UNIT
@@ -367,7 +347,7 @@ def from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int, *, fill: int |
 
     The offsets are trusted (not checked: that needs their values on the host); a malformed ``cu`` gives wrong
     rows but never reads outside ``flat`` (row indices are clamped into 0 .. N-1)."""
-    flat = _tensor("flat", flat)
+    flat = checks.dense("flat", flat)
     if flat.dim() < 1:
         raise ValueError("flat: expected shape [N, ...], got a 0-d tensor")
     cu = _offsets("cu", cu, "flat", flat)
@@ -396,17 +376,17 @@ class RaggedDraft:
 
 def _draft_fields(owner: str, tokens: torch.Tensor, status: Any, ids: Any, tickets: Any, lead: str) -> None:
     """SPEC.md §11.2's draft dtypes, shapes [*lead] and [*lead, K] alike, on one device (``owner.field``)."""
-    _tensor(f"{owner}.status", status, (torch.int8,))
-    _tensor(f"{owner}.ids", ids, (torch.int32,))
-    _tensor(f"{owner}.tickets", tickets, (torch.int32,))
+    checks.dense(f"{owner}.status", status, (torch.int8,))
+    checks.dense(f"{owner}.ids", ids, (torch.int32,))
+    checks.dense(f"{owner}.tickets", tickets, (torch.int32,))
     shape = tuple(tokens.shape)
     for field, t, want, dims in (
         ("status", status, shape, lead),
         ("ids", ids, (*shape, K), f"{lead[:-1]}, K]"),
         ("tickets", tickets, (*shape, K), f"{lead[:-1]}, K]"),
     ):
-        _shape(f"{owner}.{field}", t, want, dims)
-        _device(f"{owner}.{field}", t, f"{owner}.tokens", tokens)
+        checks.shaped(f"{owner}.{field}", t, want, dims)
+        checks.on(f"{owner}.{field}", t, tokens.device, f"{owner}.tokens is")
 
 
 def draft_to_ragged(draft: Draft, num_tokens: int, lengths: torch.Tensor | None = None) -> RaggedDraft:
@@ -438,7 +418,7 @@ def draft_from_ragged(ragged: RaggedDraft, depth: int) -> Draft:
     a request's drafts get token -1, status ``PAD_STATUS`` and empty slots, so the verifier ignores them."""
     if not isinstance(ragged, RaggedDraft):
         raise TypeError(f"ragged: expected a pp3.adapters.RaggedDraft, got {type(ragged).__name__}")
-    tokens = _tensor("ragged.tokens", ragged.tokens, (torch.int32,))
+    tokens = checks.dense("ragged.tokens", ragged.tokens, (torch.int32,))
     if tokens.dim() != 1:
         raise ValueError(f"ragged.tokens: expected shape [N], got {tuple(tokens.shape)}")
     _draft_fields("ragged", tokens, ragged.status, ragged.ids, ragged.tickets, "[N]")
@@ -471,7 +451,7 @@ def target_logits_from_ragged(logits: torch.Tensor, cu: torch.Tensor, depth: int
     pp3's ``target_logits`` [B, depth+1, V]. ``cu`` [B+1]: the *draft* offsets (``cu_with_bonus(cu)`` are the
     logits' own). Row j of request b is its logits row j for j <= n_b; rows after hold 0, which the verifier
     ignores when the drafts past n_b are padded (``draft_from_ragged``)."""
-    logits = _tensor("logits", logits, _LOGIT_DTYPES)
+    logits = checks.dense("logits", logits, _LOGIT_DTYPES)
     if logits.dim() != 2 or logits.shape[1] < 1:
         raise ValueError(f"logits: expected shape [num_tokens + B, V] with V >= 1, got {tuple(logits.shape)}")
     cu = _offsets("cu", cu, "logits", logits)
@@ -498,7 +478,7 @@ def target_logits_to_ragged(target_logits: torch.Tensor, lengths: torch.Tensor, 
 def sampled_counts(accepted: torch.Tensor) -> torch.Tensor:
     """The tokens each row emitted, [B] int32: ``accepted + 1`` (SPEC.md §11.8; a failed row's -1 gives 0). vLLM
     MRV2's ``num_sampled``."""
-    accepted = _tensor("accepted", accepted, (torch.int32,))
+    accepted = checks.dense("accepted", accepted, (torch.int32,))
     if accepted.dim() != 1 or accepted.shape[0] < 1:
         raise ValueError(f"accepted: expected shape [B] with B >= 1, got {tuple(accepted.shape)}")
     return accepted + 1
@@ -516,9 +496,9 @@ def verdict_to_ragged(tokens: torch.Tensor, accepted: torch.Tensor) -> tuple[tor
     if tokens.dim() != 2 or tokens.shape[1] < 2:
         raise ValueError(f"tokens: expected shape [B, D+1] with D >= 1, got {tuple(tokens.shape)}")
     b, d1 = tokens.shape
-    accepted = _tensor("accepted", accepted, (torch.int32,))
-    _shape("accepted", accepted, (b,), "[B]")
-    _device("accepted", accepted, "tokens", tokens)
+    accepted = checks.dense("accepted", accepted, (torch.int32,))
+    checks.shaped("accepted", accepted, (b,), "[B]")
+    checks.on("accepted", accepted, tokens.device, "tokens is")
     checks.integer("B * (D+1)", b * d1, 0, _I32_MAX)
     src, valid, cu = _flat_index(sampled_counts(accepted), d1, b * d1)
     return _take_rows(tokens.flatten(0, 1), src, valid, EMPTY_ID), cu.to(torch.int32)
@@ -528,7 +508,7 @@ def verdict_from_ragged(flat: torch.Tensor, cu: torch.Tensor, depth: int) -> tup
     """Packed emitted tokens [N] int32 with offsets [B+1] -> (``tokens`` [B, depth+1] int32, -1 after the emitted
     ones; ``accepted`` [B] int32 = emitted - 1, so a request with none is -1, a failed row): the inverse of
     ``verdict_to_ragged``."""
-    flat = _tensor("flat", flat, (torch.int32,))
+    flat = checks.dense("flat", flat, (torch.int32,))
     if flat.dim() != 1:
         raise ValueError(f"flat: expected shape [N], got {tuple(flat.shape)}")
     cu = _offsets("cu", cu, "flat", flat)
@@ -555,16 +535,16 @@ def row_keys_from_table(
     slot: the request's seed, its speculation round, and the absolute position of its next draft token 0 (SPEC.md
     §2; the verifier's ``position``, §11.2). ``idx_mapping``: [B] int32/int64, the slot of each batch row. A slot
     index outside 0 .. R-1 fails in torch's index check (CPU: at the call; CUDA: a device-side assertion)."""
-    idx = _tensor("idx_mapping", idx_mapping, _INT_DTYPES)
+    idx = checks.dense("idx_mapping", idx_mapping, _INT_DTYPES)
     if idx.dim() != 1 or idx.shape[0] < 1:
         raise ValueError(f"idx_mapping: expected shape [B] with B >= 1, got {tuple(idx.shape)}")
     tables = []
     for name, table in (("seed_table", seed_table), ("round_table", round_table),
                         ("position_table", position_table)):
-        t = _tensor(name, table, (torch.int64, torch.uint64))
+        t = checks.dense(name, table, (torch.int64, torch.uint64))
         if t.dim() != 1 or t.shape[0] < 1:
             raise ValueError(f"{name}: expected shape [R] with R >= 1 request slots, got {tuple(t.shape)}")
-        _device(name, t, "idx_mapping", idx)
+        checks.on(name, t, idx.device, "idx_mapping is")
         tables.append(t.view(torch.int64))
     seed, rnd, pos = (t.index_select(0, idx) for t in tables)  # after every check
     return seed, rnd, pos

@@ -18,13 +18,17 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
+
+from pp3.audit._parser import Parser
 
 DIST = "pp3-exact"  # the distribution's name (the import package is pp3)
 SCHEMA_VERSION = 1
 MAX_VOCAB = (1 << 31) - 1  # SPEC.md: token IDs are int32
+BULK_VOCAB = 163840  # pp3 verify: the bulk rows' default vocabulary
+REPLAYS = 200  # pp3 demo --latency: timed draft calls by default
 
 DESCRIPTION = """\
 pp3: exact, reproducible sampled draft proposals for speculative decoding and their lossless verification
@@ -41,17 +45,6 @@ stats and bench are repository tools: run "make stats" or "make bench" in a chec
 
 class Refusal(Exception):
     """A run that cannot start: its message is printed as one line on stderr, and the exit status is 2."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: "PROG: MESSAGE (see PROG --help)" on stderr, exit status 2. ``commands``: the
-    subcommands' parsers by name (``pp3``'s own parser)."""
-
-    commands: dict[str, argparse.ArgumentParser]
-
-    def error(self, message: str) -> NoReturn:
-        line = " ".join(message.split())
-        self.exit(2, f"{self.prog}: {line} (see {self.prog} --help)\n")
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -145,16 +138,16 @@ def _open_interval(lo: float, hi: float) -> Callable[[str], float]:
     return parse
 
 
-def _replay_file(text: str) -> str:
-    """An argparse type: a file that ``pp3 verify`` wrote for ``--replay``."""
-    from pp3.audit.parity import replay_kind
+def _replay_file(text: str) -> Any:
+    """An argparse type: a failing case that ``pp3 verify`` wrote, loaded for ``--replay`` (``parity.Replay``)."""
+    from pp3.audit.parity import load_replay
+    from pp3.testing.call import DamagedRecord
 
-    if not os.path.isfile(text):
-        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
-    if replay_kind(text) is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a failing case written by pp3 verify (selector_first.npz or verifier_first.npz)")
-    return text
+    try:
+        return load_replay(text)
+    except DamagedRecord as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a failing case written by pp3 verify (selector_first.npz or "
+                                         f"verifier_first.npz): {e}") from None
 
 
 def _writable_file(flag: str, path: str | None) -> None:
@@ -262,8 +255,8 @@ def add_verify(sub: Any) -> None:
     size.add_argument("--full", action="store_true",
                       help="full sizes: the SPEC vocabularies up to V = 262144 (the default on a CUDA GPU)")
     size.add_argument("--quick", action="store_true", help="the smallest sizes (about a minute in the interpreter)")
-    ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), metavar="PART",
-                    help=f"what to check, any of: {', '.join(PARTS)}")
+    ap.add_argument("--parts", nargs="+", choices=PARTS, default=None, metavar="PART",
+                    help=f"what to check, any of: {', '.join(PARTS)} (default: all)")
     ap.add_argument("--selectors", nargs="+", choices=SELECTOR_KERNELS, default=None, metavar="KERNEL",
                     help=f"the selector part's suites to run, any of: {', '.join(SELECTOR_KERNELS)} (default: the "
                     "shipped kernels': propose, propose with C gathering the blocks, the tile selector, the greedy "
@@ -271,29 +264,107 @@ def add_verify(sub: Any) -> None:
                     "shipped, on request)")
     ap.add_argument("--bulk-rows", type=_int_in(0, 10**9), default=None, metavar="N",
                     help="random selector rows at --bulk-vocab, 0 .. 10^9 (default: 10^6 on a GPU, 0 otherwise)")
-    ap.add_argument("--bulk-seed", type=_int_in(0, 2**32 - 1), default=0, metavar="S",
-                    help="seed of the bulk rows, 0 .. 2^32-1; calls with distinct seeds check distinct rows")
+    ap.add_argument("--bulk-seed", type=_int_in(0, 2**32 - 1), default=None, metavar="S",
+                    help="seed of the bulk rows, 0 .. 2^32-1; calls with distinct seeds check distinct rows "
+                    "(default: 0)")
     ap.add_argument("--bulk-only", action="store_true", help="run only the selector's bulk rows")
     ap.add_argument("--bulk-greedy", action="store_true",
                     help="bulk rows with target temperature +-0 only: the greedy selector and propose's T0 rows "
                     "checked on every row (otherwise the greedy selector on the T0 and failed rows alone)")
-    ap.add_argument("--bulk-vocab", type=_int_in(1, 262144), default=163840, metavar="V",
-                    help="vocabulary of the bulk rows, 1 .. 262144 (four shared buffers of 1024 rows each)")
+    ap.add_argument("--bulk-vocab", type=_int_in(1, 262144), default=None, metavar="V",
+                    help=f"vocabulary of the bulk rows, 1 .. 262144 (default: {BULK_VOCAB}; four shared buffers of "
+                    "1024 rows each)")
     ap.add_argument("--json", action="store_true", help="print one JSON document (stamp and tables) on stdout")
-    ap.add_argument("--out", type=Path, default=Path("verify-failures"), metavar="DIR",
-                    help="where the first failing case of each kernel is written")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR",
+                    help="where the first failing case of each kernel is written (default: verify-failures)")
     ap.add_argument("--replay", type=_replay_file, metavar="FILE",
                     help="re-run one written case (selector_first.npz or verifier_first.npz) on both implementations")
     ap.set_defaults(run=cmd_verify)
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    _need_kernels_run("pp3 verify")
-    if args.replay is None:
-        _writable_folder("--out", args.out)
-    from pp3.audit import parity
+def _given(parser: argparse.ArgumentParser, args: argparse.Namespace, dest: str) -> bool:
+    """Whether the command line set option ``dest`` (its value is not the parser's default)."""
+    return bool(getattr(args, dest) != parser.get_default(dest))
 
-    return parity.run(args)
+
+def _verify_plan(parser: argparse.ArgumentParser, args: argparse.Namespace, cuda: bool) -> Any:
+    """The run that pp3 verify's options ask for (``pp3.audit.parity.Plan``), every option refused through
+    ``parser.error`` (one line naming it, exit status 2) where it cannot apply: a run never passes over a check it
+    was asked for and did not make."""
+    from pp3.audit.parity import DEFAULT_SELECTOR_KERNELS, PARTS, Plan
+
+    def given(dest: str) -> bool:
+        return _given(parser, args, dest)
+
+    sizes = [flag for flag, dest in (("--full", "full"), ("--quick", "quick")) if given(dest)]
+    if args.bulk_only and given("parts"):
+        parser.error("--parts: --bulk-only runs the selector part's bulk rows alone")
+    parts = ("selector",) if args.bulk_only else tuple(p for p in PARTS if p in (args.parts or PARTS))
+    if args.selectors and (args.bulk_only or "selector" not in parts):
+        parser.error("--selectors: picks the selector part's suites; with --bulk-only or without the selector part "
+                     "it would check nothing it names")
+    if args.bulk_rows and "selector" not in parts:
+        parser.error(f"--bulk-rows: the bulk rows are the selector part's, and --parts {' '.join(parts)} has none")
+    default_rows = 1_000_000 if cuda and "selector" in parts else 0  # a GPU checks 10^6 rows unless told otherwise
+    bulk_rows = args.bulk_rows if given("bulk_rows") else default_rows
+    if args.bulk_only and bulk_rows == 0:
+        parser.error("--bulk-only with 0 bulk rows would check nothing; give --bulk-rows N (N >= 1)")
+    if bulk_rows == 0:
+        if given("bulk_rows"):
+            why = "--bulk-rows 0"
+        elif "selector" not in parts:
+            why = f"--parts {' '.join(parts)} has no selector part"
+        else:
+            why = "without a GPU, give --bulk-rows N"
+        for dest in ("bulk_seed", "bulk_vocab", "bulk_greedy"):
+            if given(dest):
+                parser.error(f"--{dest.replace('_', '-')}: applies to the bulk rows, and this run has none ({why})")
+    suites = not args.bulk_only and any(p in parts for p in ("selector", "verifier"))
+    if sizes and not suites:
+        parser.error(f"{sizes[0]}: sizes the selector's and the verifier's suites, and this run has none"
+                     + (" (--bulk-only)" if args.bulk_only else f" (--parts {' '.join(parts)})"))
+    if args.full and not cuda:
+        parser.error("--full runs the SPEC vocabularies (V up to 262144), for a CUDA GPU; in the interpreter use the "
+                     "default sizes or --quick")
+    return Plan(
+        size="quick" if args.quick else "full" if args.full or cuda else "standard",
+        parts=parts,
+        selectors=tuple(args.selectors or DEFAULT_SELECTOR_KERNELS) if suites and "selector" in parts else (),
+        bulk_rows=bulk_rows,
+        bulk_seed=args.bulk_seed or 0,
+        bulk_vocab=args.bulk_vocab or BULK_VOCAB,
+        bulk_greedy=args.bulk_greedy,
+        out=args.out or Path("verify-failures"),
+        json=args.json,
+    )
+
+
+def cmd_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    _need_kernels_run("pp3 verify")
+    import warnings
+
+    import torch
+
+    from pp3.audit import parity
+    from pp3.testing.call import DamagedRecord
+
+    device = torch.device("cuda" if _cuda() else "cpu")
+    if args.replay is not None:
+        for dest in ("full", "quick", "parts", "selectors", "bulk_rows", "bulk_seed", "bulk_only", "bulk_greedy",
+                     "bulk_vocab", "out"):
+            if _given(parser, args, dest):
+                parser.error(f"--{dest.replace('_', '-')}: does not apply to --replay, which re-runs the one case "
+                             "of its file")
+        # The interpreter evaluates uint64 Philox and key arithmetic in NumPy, which warns on intended wrap-around.
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
+        try:
+            return parity.replay(args.replay, device, args.json)
+        except DamagedRecord as e:
+            parser.error(f"--replay: {args.replay.path!r}: {e}")
+
+    plan = _verify_plan(parser, args, device.type == "cuda")
+    _writable_folder("--out", plan.out)
+    return parity.run(plan, device)
 
 
 # ---------------------------------------------------------------------------------------------- conformance
@@ -314,7 +385,7 @@ def add_conformance(sub: Any) -> None:
     ap.set_defaults(run=cmd_conformance)
 
 
-def cmd_conformance(args: argparse.Namespace) -> int:
+def cmd_conformance(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.kernels == "yes":
         _need_kernels_run("pp3 conformance --kernels yes")
     from pp3.audit import conformance
@@ -339,13 +410,16 @@ def add_audit(sub: Any) -> None:
         "count against their exact laws (Holm over each family), and every planted bug caught. Needs "
         "DSPARK_SAMPLED_TOP32=1.",
     )
-    ap.add_argument("--n", type=_int_in(1, 10**9), default=100_000, help="sequences per case, 1 .. 10^9")
+    ap.add_argument("--n", type=_int_in(1, 10**9), default=100_000,
+                    help="sequences per case, 1 .. 10^9; a run too small for every test to be able to reject (a "
+                    "test of one group, df 0) is refused")
     ap.add_argument("--mutant-n", type=_int_in(1, 10**9), default=None,
                     help="sequences per planted-bug case, 1 .. 10^9 (default: --n)")
     ap.add_argument("--temperatures", type=_fp32(zero=True), nargs="+", default=[0.0, 0.5, 1.0, 2.0], metavar="T",
                     help="target temperatures: 0 (greedy) or positive numbers that fp32 holds")
-    ap.add_argument("--mutant-temperatures", type=_fp32(zero=False), nargs="+", default=[0.5, 1.0, 2.0],
-                    metavar="T", help="target temperatures of the planted-bug cases: positive numbers that fp32 holds")
+    ap.add_argument("--mutant-temperatures", type=_fp32(zero=False), nargs="+", default=None, metavar="T",
+                    help="target temperatures of the planted-bug cases: positive numbers that fp32 holds (default: "
+                    "0.5 1.0 2.0)")
     ap.add_argument("--no-mutants", action="store_true", help="skip the planted-bug power demonstration")
     ap.add_argument("--alpha", type=_open_interval(0.0, 1.0), default=0.01, help="family-wise alpha (Holm), in (0, 1)")
     ap.add_argument("--vocab", type=_int_in(2, 64), default=8,
@@ -363,6 +437,12 @@ def add_audit(sub: Any) -> None:
     ap.add_argument("--markdown", metavar="MD", default=None, help="write the tables here")
     ap.add_argument("--json", action="store_true", help="print the full log as one JSON document on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--trees", action="store_true",
+                    help="audit draft trees instead (SPEC.md §12, pp3.audit.e2e_tree): sampled trees verified by "
+                    "SPEC.md §12.6 and ranked trees by the walk of §12.9, with the NumPy reference; needs no "
+                    "DSPARK_SAMPLED_TOP32; --device, --verifier and --plot do not apply")
+    ap.add_argument("--shapes", nargs="+", default=None, metavar="SHAPE",
+                    help="with --trees: the tree shapes, named as in pp3.audit.e2e_tree.SHAPES (default: all)")
     ap.set_defaults(run=cmd_audit)
 
 
@@ -388,8 +468,16 @@ def _verifier_mutants(name: str, none: bool) -> dict[str, Callable[..., Any]]:
     return {"flashinfer-q-from-greedy": flashinfer_verifier(q="greedy", seed=1)}
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
+def cmd_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.no_mutants:
+        for dest in ("mutant_n", "mutant_temperatures"):
+            if _given(parser, args, dest):
+                parser.error(f"--{dest.replace('_', '-')}: applies to the planted bugs, and --no-mutants runs none")
     _need("pp3 audit-e2e", ("torch",))  # before pp3.drafter, which imports it
+    if args.trees:
+        return _cmd_audit_trees(args)
+    if args.shapes is not None:
+        raise Refusal("pp3 audit-e2e: --shapes needs --trees")
     from pp3.drafter import SAMPLED_ENV, sampled_enabled
 
     if not sampled_enabled():
@@ -406,8 +494,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
     _writable_file("--plot", args.plot)
     _writable_file("--markdown", args.markdown)
     from pp3.audit import e2e
+    from pp3.speculate import MODES
 
     setup = e2e.make_setup(vocab=args.vocab, device=args.device)
+    # A run so small that some test has one group (df 0, p = 1 whatever it sees) has no power: refused, not passed.
+    sizes = [("--n", args.n, args.temperatures, MODES)]
+    if not args.no_mutants:
+        flag = "--mutant-n" if args.mutant_n is not None else "--n"
+        sizes.append((flag, args.mutant_n or args.n, args.mutant_temperatures or e2e.MUTANT_TEMPERATURES, ("sampled",)))
+    for flag, n, temps, modes in sizes:
+        least = e2e.least_n(setup, temps, modes)
+        if n < least:
+            parser.error(f"{flag} {n}: too few sequences per case for every chi-square test to be able to reject (a "
+                         f"test of one group has df 0 and p = 1 whatever it sees); give {flag} {least} or more")
     bar = ProgressBar(not args.quiet)
     t0 = time.perf_counter()
     audit = e2e.run_audit(
@@ -415,7 +514,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         args.n,
         temperatures=args.temperatures,
         mutants=() if args.no_mutants else e2e.MUTANTS,
-        mutant_temperatures=args.mutant_temperatures,
+        mutant_temperatures=args.mutant_temperatures or e2e.MUTANT_TEMPERATURES,
         mutant_n=args.mutant_n,
         alpha=args.alpha,
         seed=args.seed,
@@ -431,7 +530,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     )
     if audit.mutants:
         text += f"\n{audit.mutant_table()}\n"
-    text += f"\naudit-e2e: {'PASS' if audit.passed else 'FAIL'} ({seconds:.0f}s)\n"
+    power = "" if audit.mutants else "; no planted bug run: the power to catch one is not shown"
+    text += f"\naudit-e2e: {'PASS' if audit.passed else 'FAIL'} ({seconds:.0f}s{power})\n"
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)
@@ -440,6 +540,44 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         log = audit.to_json() | {"verifier": args.verifier, "seconds": round(seconds, 1), "environment": _stamp()}
         print(json.dumps(log, indent=1))
+    else:
+        print(text)
+    return 0 if audit.passed else 1
+
+
+def _cmd_audit_trees(args: argparse.Namespace) -> int:
+    """``pp3 audit-e2e --trees``: pp3.audit.e2e_tree on the chain audit's Markov pair, with the reference."""
+    for flag, value, default in (("--device", args.device, "cpu"), ("--verifier", args.verifier, "reference"),
+                                 ("--plot", args.plot, None)):
+        if value != default:
+            raise Refusal(f"pp3 audit-e2e: {flag} does not apply to --trees (the tree audit runs the reference)")
+    from pp3.audit import e2e, e2e_tree
+
+    shapes = args.shapes or list(e2e_tree.SHAPES)
+    unknown = [x for x in shapes if x not in e2e_tree.SHAPES]
+    if unknown:
+        raise Refusal(f"pp3 audit-e2e: --shapes: unknown {unknown}; expected some of {list(e2e_tree.SHAPES)}")
+    _writable_file("--markdown", args.markdown)
+    setup = e2e.make_setup(vocab=args.vocab)
+    bar = ProgressBar(not args.quiet)
+    t0 = time.perf_counter()
+    audit = e2e_tree.run_audit(
+        setup, args.n, shapes=shapes, temperatures=args.temperatures,
+        mutants=() if args.no_mutants else e2e_tree.MUTANTS,
+        mutant_temperatures=args.mutant_temperatures or e2e_tree.MUTANT_TEMPERATURES,
+        mutant_n=args.mutant_n, alpha=args.alpha, seed=args.seed, batch=args.batch, progress=bar,
+    )
+    seconds = time.perf_counter() - t0
+    text = (f"end-to-end audit of draft trees: V={setup.vocab}, drafter tau {setup.tau}, alpha {args.alpha} (Holm over "
+            f"each family), {args.n:,} sequences per case\n\n{audit.table()}\n")
+    if audit.mutants:
+        text += f"\n{audit.mutant_table()}\n"
+    text += f"\naudit-e2e --trees: {'PASS' if audit.passed else 'FAIL'} ({seconds:.0f}s)\n"
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    if args.json:
+        print(json.dumps(audit.to_json() | {"seconds": round(seconds, 1), "environment": _stamp()}, indent=1))
     else:
         print(text)
     return 0 if audit.passed else 1
@@ -475,7 +613,8 @@ def add_demo(sub: Any) -> None:
     ap.add_argument("--verifier", choices=("reference", "triton"), default="reference",
                     help="reference, or triton (the kernel, on a CUDA GPU or under TRITON_INTERPRET=1)")
     ap.add_argument("--latency", action="store_true", help="also time the draft loop (CUDA graph on a GPU)")
-    ap.add_argument("--replays", type=_int_in(1, 100_000), default=200, help="timed draft calls, 1 .. 100000")
+    ap.add_argument("--replays", type=_int_in(1, 100_000), default=None,
+                    help=f"timed draft calls with --latency, 1 .. 100000 (default: {REPLAYS})")
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.set_defaults(run=cmd_demo)
@@ -487,9 +626,11 @@ def _reference_verify(**kw: Any) -> Any:
     return verify(**kw)
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def cmd_demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.shards > args.vocab:
-        raise Refusal(f"pp3 demo: --shards {args.shards}: at most --vocab = {args.vocab}")
+        parser.error(f"--shards {args.shards}: at most --vocab = {args.vocab}")
+    if _given(parser, args, "replays") and not args.latency:
+        parser.error("--replays: counts the timed draft calls of --latency, and this run times none")
     _need("pp3 demo", ("torch",))
     _need_device("pp3 demo", args.device)
     if args.verifier == "triton":
@@ -561,7 +702,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         r: dict[str, Any] = {"tokens_per_step": emitted / steps, "acceptance": accepted / (steps * args.depth),
                              "first_sequence": seqs[0]}
         if args.latency:
-            r["draft_latency_us"] = _draft_latency(drafter, mode, b, args.temperature, device, args.replays)
+            r["draft_latency_us"] = _draft_latency(drafter, mode, b, args.temperature, device,
+                                                   args.replays or REPLAYS)
         report["modes"][mode] = r
         if failure:
             break
@@ -640,13 +782,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args = ap.parse_args(args_list)
-    except SystemExit as e:  # --help, --version (0) and refused arguments (2, one line already printed)
+        if args.command is None:  # options only, e.g. "pp3 --"
+            ap.print_usage(sys.stderr)
+            return 2
+        code: int = args.run(ap.commands[args.command], args)
+    except SystemExit as e:  # --help, --version (0) and refused arguments (parser.error: 2, one line printed)
         return e.code if isinstance(e.code, int) else 2
-    if args.command is None:  # options only, e.g. "pp3 --"
-        ap.print_usage(sys.stderr)
-        return 2
-    try:
-        code: int = args.run(args)
     except Refusal as e:
         print(str(e) if str(e).startswith("pp3") else f"pp3 {args.command}: {e}", file=sys.stderr)
         return 2

@@ -218,7 +218,10 @@ def _checked_tile(tile: Any, vocab: int) -> int:
 
 class TPDrafter:
     """A fixed-depth drafting loop around a ``DraftModel`` or a ``StatefulDraftModel`` (whole or vocabulary-sharded
-    logits). ``model`` is kept as given; a model with a ``step`` attribute is stateful, any other is token-only."""
+    logits). ``model`` is kept as given; a model with a ``step`` attribute is stateful, any other is token-only.
+    ``tile`` (None: automatic) is the kernels' tile where they have one: the greedy selector's, and on sharded logits
+    the tile selector's that sampled drafting runs; sampled drafting on one [B, V] tensor runs the segment selector,
+    which has none (the reference backend has none either; the tile is checked on every backend alike)."""
 
     def __init__(
         self,
@@ -265,7 +268,10 @@ class TPDrafter:
         position: Any,
     ) -> Draft:
         """The sampled path (needs ``DSPARK_SAMPLED_TOP32=1``): ``depth`` selector steps; draft d of row b is keyed
-        by (seed[b], round[b], position[b] + d) with the proposal domain (SPEC.md §8)."""
+        by (seed[b], round[b], position[b] + d) with the proposal domain (SPEC.md §8). The keys are checked as
+        ``pp3.kernels.propose`` checks them, on either backend: tensors of seed, round and position int64 (uint64
+        bits) or uint64, a temperature tensor floating-point, each of shape [] or [B] on the logits' device; or
+        ints, floats, sequences and NumPy arrays."""
         return self.draft_sampled_with_state(context, target_temperature, seed, round, position)[0]
 
     def draft_sampled_with_state(
@@ -387,23 +393,20 @@ class _TritonSteps:
 
 
 class _ReferenceSteps:
-    """The NumPy reference, one call per depth; the keys are checked and brought to the host once."""
+    """The NumPy reference, one call per depth; the keys are checked once, by the kernels' own checks (one rule for
+    both backends: key tensors int64 or uint64, temperature tensors floating-point, on the logits' device; ints,
+    floats, sequences and NumPy arrays by the reference's rules), and brought to the host once."""
 
     def __init__(
         self, temp: Any, seed: Any, round_: Any, position: Any, tau: float, tile: int | None, b: int,
         device: torch.device,
     ) -> None:
-        from pp3.reference import _args
+        from pp3.kernels import checks  # torch-side checks only (no triton)
 
-        def host(v: Any) -> Any:  # tensors as NumPy; int64 tensors hold uint64 bits
-            if not isinstance(v, torch.Tensor):
-                return v
-            a = v.detach().cpu().numpy()
-            return a.view(np.uint64) if a.dtype == np.int64 else a
-
-        self.temp = _args.as_temperature_rows("target_temperature", host(temp), b)
-        keys = (("seed", seed), ("round", round_), ("position", position))
-        self.seed, self.round, self.position = (_args.as_uint64_rows(name, host(v), b) for name, v in keys)
+        keys = checks.row_keys(temp, seed, round_, position, b, device)
+        self.temp = keys.temperature.cpu().numpy()
+        self.seed, self.round, self.position = (k.cpu().numpy().view(np.uint64)
+                                                for k in (keys.seed, keys.round, keys.position))
         self.tau = tau
 
     def __call__(self, shards: list[torch.Tensor], d: int) -> Step:

@@ -1,18 +1,20 @@
 """pp3's kernels as PyTorch custom operators (``torch.ops.pp3.*``), for engines that compile and capture their step.
 
 Each operator is the launcher of the same name in ``pp3.kernels`` (same checks, same kernels, same bits), registered
-with ``torch.library.custom_op`` and a fake implementation, so ``torch.compile(fullgraph=True)`` treats it as one
-opaque node whose output shapes and dtypes it knows without running it. A fake implementation runs the checks of
-its launcher (``pp3.kernels.select.propose_args`` and the like: dtypes, shapes, devices, and which outputs share
-memory, all read from the tensors' metadata, so they hold for fake and meta tensors too), then returns what the
-launcher would allocate: a call the launcher refuses raises the same exception under tracing, and a call with a
-tensor on ``meta`` (which the dispatcher sends to the fake implementation) is refused as the launcher refuses it.
+with ``torch.library.custom_op`` and a fake implementation, so ``torch.compile(fullgraph=True)`` treats it as one opaque
+node whose output shapes and dtypes it knows without running it. A fake implementation runs the checks of its launcher
+(``pp3.kernels.select.propose_args`` and the like: dtypes, shapes, devices, and which outputs share memory, all read
+from the tensors' metadata, so they hold for fake and meta tensors too; a fake tensor has no memory, so the fake
+compares storage objects where the operator compares addresses: ``pp3.kernels.checks.disjoint``), then returns what the
+launcher would allocate: a call the launcher refuses raises the same exception under tracing, and a call with a tensor
+on ``meta`` (which the dispatcher sends to the fake implementation) is refused as the launcher refuses it.
 Per-row keys are tensors here (int64 tensors of uint64 bits; fp32 temperatures), so a compiled or captured step
 makes no host-to-device copy; the launchers read no device memory on the host, so no operator synchronises.
 
 Operators (``Tensor`` outputs in the order of the ``Proposal`` / ``Candidates`` / ``Verdict`` fields):
 
-* ``pp3::propose(logits, target_temperature, seed, round, position, tau, tile) -> (status, token, ids, tickets)``
+* ``pp3::propose(logits, target_temperature, seed, round, position, tau) -> (status, token, ids, tickets)`` (the
+  default selector, the segment selector, which has no tile)
 * ``pp3::propose_out(..., status!, token!, ids!, tickets!)``: the same into caller-owned buffers
 * ``pp3::greedy(logits, tile) -> (status, token, ids, tickets)`` and ``pp3::greedy_out(logits, status!, token!,
   ids!, tickets!, tile)``: the greedy selector, for calls whose every row is greedy
@@ -57,15 +59,14 @@ def propose(
     round: Tensor,
     position: Tensor,
     tau: float = DEFAULT_TAU,
-    tile: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _fields(select.propose(logits, target_temperature, seed, round, position, tau, tile=tile))
+    return _fields(select.propose(logits, target_temperature, seed, round, position, tau))
 
 
 @propose.register_fake
 def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor,
-      tau: float = DEFAULT_TAU, tile: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    args = select.propose_args([logits], target_temperature, seed, round, position, tau, tile, DEFAULT_LAUNCH, None,
+      tau: float = DEFAULT_TAU) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    args = select.propose_args([logits], target_temperature, seed, round, position, tau, None, DEFAULT_LAUNCH, None,
                                "logits")
     return _fields(args[-1])
 
@@ -82,16 +83,14 @@ def propose_out(
     ids: Tensor,
     tickets: Tensor,
     tau: float = DEFAULT_TAU,
-    tile: int | None = None,
 ) -> None:
-    select.propose(logits, target_temperature, seed, round, position, tau, tile=tile,
-                   out=_out(status, token, ids, tickets))
+    select.propose(logits, target_temperature, seed, round, position, tau, out=_out(status, token, ids, tickets))
 
 
 @propose_out.register_fake
 def _(logits: Tensor, target_temperature: Tensor, seed: Tensor, round: Tensor, position: Tensor, status: Tensor,
-      token: Tensor, ids: Tensor, tickets: Tensor, tau: float = DEFAULT_TAU, tile: int | None = None) -> None:
-    select.propose_args([logits], target_temperature, seed, round, position, tau, tile, DEFAULT_LAUNCH,
+      token: Tensor, ids: Tensor, tickets: Tensor, tau: float = DEFAULT_TAU) -> None:
+    select.propose_args([logits], target_temperature, seed, round, position, tau, None, DEFAULT_LAUNCH,
                         _out(status, token, ids, tickets), "logits")
 
 

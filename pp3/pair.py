@@ -39,8 +39,10 @@ gaps, a shard past ``vocab_size``, ranks that disagree on the batch size, ``voca
 ``merge_local`` or ``tau``, more tiles than launch 2 merges (``W·T > pp3.kernels.config.MAX_TILES``), ranks that
 are in different calls (``check_shards`` on one, ``propose_vocab_parallel`` on another) and, where given, a
 digest of the per-row temperature, seed, round and position; every rank raises the same :class:`ShardError`
-listing every problem. A caller error on one rank (a wrong dtype, say) is gathered too and reported by every
-rank (``TypeError`` on the rank that made a type error), so no rank is left waiting in a collective. It returns
+listing every problem. A caller error on one rank (any argument: a wrong dtype, a shard on ``meta``, a bad
+``launch=`` or ``timeout=``) is checked before the gather and gathered too, reported by every rank as
+"rank r: <the error naming the argument>" (``TypeError`` on the rank that made a type error), so no rank is left
+waiting in a collective. It returns
 a :class:`ShardPlan`, the group's **current plan**: each ``check_shards`` on a process group replaces it (a
 failed one leaves none), so every rank's current plan comes from the same collective and is the same plan.
 
@@ -64,8 +66,9 @@ widening is exact (§2.1) and the result is the reference's on the widened row (
 ``timeout=``): where the host waits for the gather (the setup check on every backend; every gather of CPU
 tensors, so every gloo call) a rank that does not take part within it (dead, stalled, or in another call) makes
 the others raise :class:`CollectiveError` within that time (a rank that died usually makes them raise at once,
-its connection closed). A rank whose call is wrong on the trusted path raises ``ValueError`` at once and its
-peers raise ``CollectiveError`` after the timeout. After a ``CollectiveError`` the process group may be
+its connection closed). A rank whose call is wrong on the trusted path raises ``TypeError`` or ``ValueError`` at
+once, naming its rank and the argument, and its peers raise ``CollectiveError`` after the timeout (agreeing would
+cost the collective per position that the plan saves). After a ``CollectiveError`` the process group may be
 unusable (a gather may still be pending in it): destroy it. On CUDA tensors the per-position gather is
 stream-ordered (the host does not wait, so that it can be captured); there the process group's own timeout
 (NCCL's watchdog) bounds it, not pp3's. Ranks in different collectives whose messages differ in length cannot be
@@ -251,7 +254,10 @@ def _all_gather(
 
 
 def _collective_device(group: Any, logits: Any) -> torch.device:
-    if isinstance(logits, torch.Tensor):
+    """Where this rank's setup descriptor is gathered: its shard's device, where that is a CPU or CUDA device; else (a
+    caller error: no tensor, or one on meta) the backend's (CUDA for NCCL, else the CPU), so that a rank with a bad
+    shard still joins the gather that reports its error to every rank."""
+    if isinstance(logits, torch.Tensor) and logits.device.type in ("cpu", "cuda"):
         return logits.device
     if "nccl" in str(dist.get_backend(group)):
         return torch.device("cuda", torch.cuda.current_device())
@@ -272,6 +278,7 @@ class _Call:
     merge_local: bool
     keys: buffers.RowKeys
     tau: float
+    launch: LaunchConfig
 
 
 def _check_call(
@@ -282,13 +289,16 @@ def _check_call(
     tau: Any,
     tile: Any,
     merge_local: Any,
+    launch: Any,
 ) -> _Call:
+    """Every argument of this rank's call (``check_shards`` passes ``DEFAULT_LAUNCH``): the setup check runs it inside
+    the gather of the descriptors, so that an error on one rank reaches every rank."""
     x, offset, vsize, t = _check_layout(logits, vocab_offset, vocab_size, tile)
     if not isinstance(merge_local, bool):
         raise TypeError(f"merge_local: expected a bool, got {type(merge_local).__name__}")
     temp, seed, rnd, pos = (0 if k is None else k for k in keys)  # a key not given (check_shards) is not compared
     row_keys = checks.row_keys(temp, seed, rnd, pos, x.shape[0], x.device)
-    return _Call(x, offset, vsize, t, merge_local, row_keys, checks.tau(tau))
+    return _Call(x, offset, vsize, t, merge_local, row_keys, checks.tau(tau), checks.launch_config(launch))
 
 
 def _describe(kind: int, call: _Call | None, given: tuple[bool, ...], error: Exception | None) -> list[int]:
@@ -419,6 +429,7 @@ def check_shards(
         group,
         tile,
         merge_local,
+        DEFAULT_LAUNCH,
         timeout,
     )
     return plan
@@ -434,6 +445,7 @@ def _check_setup(
     group: Any,
     tile: Any,
     merge_local: Any,
+    launch: Any,
     timeout: Any,
 ) -> tuple[ShardPlan, _Call]:
     """``check_shards`` (``kind`` says which call runs it), also returning this rank's checked call."""
@@ -442,7 +454,7 @@ def _check_setup(
     timeout_s = DEFAULT_TIMEOUT_S
     try:  # every caller error is reported through the gather, on every rank
         timeout_s = _timeout(timeout)
-        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile, merge_local)
+        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile, merge_local, launch)
     except Exception as e:
         own_error = e
     desc = _describe(kind, call, tuple(k is not None for k in keys), own_error)
@@ -647,18 +659,21 @@ def propose_vocab_parallel(
     ``tile``, ``merge_local`` or ``tau`` differ from the plan's. ``timeout`` (seconds; default the plan's, else
     ``DEFAULT_TIMEOUT_S``) bounds every host wait for a collective (:class:`CollectiveError`).
     """
-    cfg = checks.launch_config(launch)
     keys = (target_temperature, seed, round, position)
-    if plan is None:
+    if plan is None:  # every argument is checked inside the setup's gather: an error on one rank reaches them all
         plan, call = _check_setup(
-            _KIND_CALL, logits_shard, vocab_offset, vocab_size, keys, tau, group, tile, merge_local, timeout
+            _KIND_CALL, logits_shard, vocab_offset, vocab_size, keys, tau, group, tile, merge_local, launch, timeout
         )
         timeout_s = plan.timeout_s
-    else:
-        call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile, merge_local)  # before any work
+    else:  # no collective to agree through: this rank raises alone, before any work, naming itself
+        try:
+            call = _check_call(logits_shard, vocab_offset, vocab_size, keys, tau, tile, merge_local, launch)
+            own_timeout = None if timeout is None else _timeout(timeout)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"pp3.pair: rank {dist.get_rank(group)}: {e}") from e
         plan = _check_plan(plan, call, group)
-        timeout_s = plan.timeout_s if timeout is None else _timeout(timeout)
-    x, b = call.shard, call.shard.shape[0]
+        timeout_s = plan.timeout_s if own_timeout is None else own_timeout
+    x, b, cfg = call.shard, call.shard.shape[0], call.launch
     msg = _shard_message(x, call.offset, plan.max_tiles, call.tile, call.merge_local, cfg)
     gathered = _all_gather(msg, plan.world, group, timeout_s, "the candidates", host_wait=False)  # the one collective
     cands = merge_messages(gathered, b, plan.tiles, plan.id_order)

@@ -1,6 +1,7 @@
-"""SPEC.md §11: the Triton verifier returns the reference's status, accepted and tokens bit for bit, and a row's
-outputs depend on that row's inputs only (zero-tolerance metamorphic properties, kernel against kernel: batch
-order, sub-batches, tile size, CUDA-graph replay).
+"""SPEC.md §11: the Triton verifier returns the reference's status, accepted and tokens bit for bit, in each of its
+variants (``LaunchConfig.screen`` and ``handover``, drawn per example), and a row's outputs depend on that row's
+inputs only (zero-tolerance metamorphic properties, kernel against kernel: batch order, sub-batches, tile size,
+CUDA-graph replay).
 
 Calls come from ``strategies.accept_calls``: target rows of every format with ties, masks, NaN and +inf; drafts the
 reference selector proposed, some failed, greedy, forbidden or broken; every temperature class; uint64-extreme keys.
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pp3.kernels.config import SCREENS, LaunchConfig
 from pp3.testing.call import AcceptCall, default_device, to_numpy
 from pp3.testing.compare import assert_same_verdict, take_rows
 from proptests.strategies import accept_calls, prop_settings
@@ -27,10 +29,14 @@ pytestmark = [
 DEVICE = default_device()
 
 
+VARIANTS = st.builds(LaunchConfig, screen=st.sampled_from(SCREENS), handover=st.booleans())
+
+
 @prop_settings()
-@given(call=accept_calls())
-def test_kernel_equals_reference(call: AcceptCall) -> None:
-    assert_same_verdict(call.run_kernel(DEVICE), call.run_reference(), f"kernel vs reference, {call.fmt.name}")
+@given(call=accept_calls(), launch=VARIANTS)
+def test_kernel_equals_reference(call: AcceptCall, launch: LaunchConfig) -> None:
+    assert_same_verdict(call.run_kernel(DEVICE, launch), call.run_reference(),
+                        f"kernel ({launch.screen} screen, handover {launch.handover}) vs reference, {call.fmt.name}")
 
 
 @prop_settings(0.5)

@@ -91,8 +91,9 @@ def test_replay_is_identical_and_inputs_untouched(case: Call) -> None:
     x = case.torch_logits(DEVICE)
     args = case.kernel_row_args(DEVICE)
     before = [_bytes(a) for a in (x, *args)]
-    first = to_numpy(pp3.kernels.propose(x, *args, case.tau, tile=case.tile))
-    second = to_numpy(pp3.kernels.propose(x, *args, case.tau, tile=case.tile))
+    launch = pp3.kernels.LaunchConfig(segment=case.tile)  # the case's tile as the segment selector's size
+    first = to_numpy(pp3.kernels.propose(x, *args, case.tau, launch=launch))
+    second = to_numpy(pp3.kernels.propose(x, *args, case.tau, launch=launch))
     assert_same(case, second, first, "second call vs first call")
     for name, a, b in zip(("logits", "target_temperature", "seed", "round", "position"), (x, *args), before,
                           strict=True):

@@ -4,6 +4,9 @@
 fp32 scalars; only the exponential is borrowed (``pp3.reference.expf``, which ``make audit-exp`` checks against
 an oracle on every fp32 input). ``softmax_top_k`` is the ideal distribution the tickets quantise: the real-number
 softmax at ``tau`` over the same support, in 60-digit mpmath.
+
+Why it does not call the reference: the audits judge the reference's draws, and an expectation computed by the
+code under audit would share its bugs (the planted bugs of ``pp3.testing.mutants`` would agree with it).
 """
 
 from __future__ import annotations

@@ -218,3 +218,25 @@ def test_a_warm_up_that_fails_only_says_so(monkeypatch: pytest.MonkeyPatch) -> N
                           out=Path("unused"))
     what = accept_bulk.warm(run)
     assert what.startswith("failed after") and "compiling as it goes" in what, what
+
+
+def _not_a_batch(folder: Path, what: str) -> Path:
+    path = folder / f"{what}.npz"
+    if what == "junk":
+        path.write_bytes(b"PK\003\004junk")
+    elif what == "foreign":
+        np.savez(path, x=np.zeros(3))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("what", "needle"),
+    [("missing", "no such file"), ("junk", "BadZipFile"), ("foreign", "no member 'fmt'")],  # missing: the issue's
+)
+def test_a_replay_of_a_file_that_is_no_batch_is_refused(what: str, needle: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--replay`` of a missing, damaged or foreign file: one line naming it, exit status 2, no traceback."""
+    with pytest.raises(SystemExit) as e:
+        accept_bulk.main(["--replay", str(_not_a_batch(tmp_path, what))])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and "--replay" in err and needle in err, err

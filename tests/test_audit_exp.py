@@ -1,4 +1,4 @@
-"""tools/audit_exp.py and its oracles: the boundary distance is exact, the audit passes the reference and reports
+"""stats/audit_exp.py and its oracles: the boundary distance is exact, the audit passes the reference and reports
 a planted bug, and the device audit compares the kernels' bits with the reference's."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from pp3.audit import fast_accept
 from pp3.testing.golden import load_expf_wc
 from pp3.testing.mutants import expf_final_rounding_in_fp32
+from stats import audit_exp
 from tests.oracles.expf import boundary_distance, cr_expf, round_mpf
-from tools import audit_exp
 
 
 def _distance_by_fractions(y: float) -> tuple[Fraction, Fraction]:

@@ -1,4 +1,4 @@
-"""``python -m tools.bench_fast_accept`` (the bulk reference's CPU time per request row): it times rows that pass,
+"""``python -m bench.fast_accept`` (the bulk reference's CPU time per request row): it times rows that pass,
 and refuses to report a time for rows where ``fast_accept`` and the plain reference differ."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from bench import fast_accept as bench_fast_accept
 from pp3.audit import fast_accept
-from tools import bench_fast_accept
 
 
 def test_it_times_every_layout(capsys: pytest.CaptureFixture[str]) -> None:

@@ -234,6 +234,133 @@ def test_verify_refuses_a_run_that_checks_nothing(capsys: pytest.CaptureFixture[
     assert_refused(rc, err, "check nothing")
 
 
+@pytest.fixture
+def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command's work fails if it starts: a refusal must come first."""
+    from pp3 import speculate
+    from pp3.audit import e2e, parity
+
+    def ran(*args: Any, **kw: Any) -> Any:
+        raise RuntimeError("the run started")
+
+    for module, name in ((parity, "run"), (parity, "replay"), (e2e, "run_audit"), (speculate, "speculation_round")):
+        monkeypatch.setattr(module, name, ran)
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+
+
+def _dump(tmp_path: Path) -> str:
+    """A selector case as pp3 verify writes it (kernel and reference outputs both the reference's)."""
+    from pp3.audit import parity
+    from pp3.testing.call import make_case
+
+    call = make_case("fp32", [[1.0, 2.0, 3.0]])
+    ref = call.run_reference()
+    return str(parity.dump_failure(tmp_path / "dump", call, ref, ref))
+
+
+CANNOT_APPLY = [
+    (["verify", "--parts", "conformance", "--bulk-rows", "4", "--bulk-vocab", "64"], "--bulk-rows"),  # the issue's
+    (["verify", "--bulk-rows", "0", "--bulk-seed", "3"], "--bulk-seed"),
+    (["verify", "--bulk-rows", "0", "--bulk-vocab", "64"], "--bulk-vocab"),
+    (["verify", "--bulk-rows", "0", "--bulk-greedy"], "--bulk-greedy"),
+    (["verify", "--parts", "verifier", "--bulk-greedy"], "--bulk-greedy"),
+    (["verify", "--quick", "--parts", "conformance"], "--quick"),
+    (["verify", "--bulk-only", "--bulk-rows", "4", "--quick"], "--quick"),
+    (["verify", "--bulk-only", "--bulk-rows", "4", "--parts", "selector"], "--parts"),
+    (["verify", "--replay", "DUMP", "--parts", "selector"], "--parts"),
+    (["verify", "--replay", "DUMP", "--bulk-seed", "1"], "--bulk-seed"),
+    (["verify", "--replay", "DUMP", "--out", "somewhere"], "--out"),
+    (["demo", "--replays", "10"], "--replays"),
+    (["audit-e2e", "--no-mutants", "--mutant-n", "10"], "--mutant-n"),
+    (["audit-e2e", "--no-mutants", "--mutant-temperatures", "1.0"], "--mutant-temperatures"),
+]
+
+
+@needs_kernels
+@pytest.mark.parametrize(("args", "flag"), CANNOT_APPLY, ids=[" ".join(a) for a, _ in CANNOT_APPLY])
+def test_an_option_that_cannot_apply_is_refused(args: list[str], flag: str, tmp_path: Path, nothing_runs: None,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """An option that would be ignored is refused (argparse's error path: one line naming it, exit status 2) before
+    any work, never dropped while the run passes over what it did not check."""
+    rc, out, err = run([_dump(tmp_path) if a == "DUMP" else a for a in args], capsys)
+    assert_refused(rc, err, flag, f"see pp3 {args[0]} --help")
+    assert err.split(": ")[1].startswith(flag) and out == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "refused"),
+    [(["--n", "1", "--no-mutants"], "--n 1"), (["--n", "5"], "--n 5"), (["--n", "1000", "--mutant-n", "2"],
+                                                                        "--mutant-n 2")],
+    ids=["n-1-no-mutants (the issue's)", "n-5", "mutant-n-2"],
+)
+def test_an_audit_too_small_to_reject_anything_is_refused(args: list[str], refused: str, nothing_runs: None,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A run so small that some chi-square test has one group (df 0: p = 1 whatever it sees) has no power: refused
+    before it runs, not a PASS."""
+    rc, out, err = run(["audit-e2e", *args], capsys)
+    assert_refused(rc, err, refused, "give")
+    assert out == ""
+
+
+def test_an_audit_without_planted_bugs_says_its_power_is_not_shown(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from pp3.audit import e2e
+
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    n = e2e.least_n(e2e.make_setup(), [1.0], ("sampled", "greedy"))
+    rc, out, _ = run(["audit-e2e", "--n", str(n), "--temperatures", "1.0", "--no-mutants", "--quiet"], capsys)
+    assert rc == 0 and "audit-e2e: PASS (" in out and "no planted bug run: the power to catch one is not shown" in out
+
+
+@needs_kernels
+@pytest.mark.skipif(CUDA, reason="a GPU runs 10^6 bulk rows by default: the bulk options apply")
+@pytest.mark.parametrize("flag", [["--bulk-seed", "3"], ["--bulk-vocab", "64"], ["--bulk-greedy"]], ids=str)
+def test_bulk_options_without_bulk_rows_are_refused(flag: list[str], nothing_runs: None,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(["verify", *flag], capsys)
+    assert_refused(rc, err, flag[0], "without a GPU")
+
+
+@needs_kernels
+@pytest.mark.interpreter
+def test_a_selector_part_whose_bulk_rows_checked_nothing_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The bulk rows were asked for and checked 0 rows (a bulk run that checks nothing): the selector part fails,
+    though its suite checked a row and found no mismatch. Its verdict is computed from each check's rows."""
+    from pp3.audit import parity
+    from pp3.testing.call import make_case
+
+    monkeypatch.setattr(parity, "suites", lambda size: iter([("edges", make_case("fp32", [[1.0, 2.0, 3.0]]))]))
+    monkeypatch.setattr(parity, "bulk", lambda *args, **kw: 0)
+    args = ["verify", "--quick", "--parts", "selector", "--selectors", "propose", "--bulk-rows", "4", "--out",
+            str(tmp_path)]
+    rc, out, _ = run([*args, "--json"], capsys)
+    doc = document(out)
+    assert rc == 1 and doc["verdict"] == "FAIL" and doc["selector"]["verdict"] == "FAIL", doc["selector"]
+    assert doc["selector"]["checked_rows"] == {"propose": 1, "bulk": 0} and doc["selector"]["mismatches"] == 0
+    rc, out, _ = run(args, capsys)
+    assert rc == 1 and "verify: FAIL (selector FAIL (1 rows; 0 rows: bulk)" in out, out
+
+
+@needs_kernels
+def test_a_conformance_file_the_kernels_skip_fails_the_part(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A conformance file that the installed kernels do not export is skipped on them (0 rows): pp3 conformance
+    reports it, and pp3 verify's conformance part, asked to check the kernels, fails."""
+    from pp3.audit import conformance
+
+    def check(kernels: bool) -> tuple[int, int]:
+        if kernels:
+            raise conformance.NotExported("pp3.kernels exports no expf")
+        return 4, 0
+
+    monkeypatch.setattr(conformance, "FILES", {"expf.wc": check})
+    rc, out, _ = run(["verify", "--parts", "conformance", "--json"], capsys)
+    doc = document(out)
+    assert rc == 1 and doc["verdict"] == "FAIL", doc["conformance"]
+    assert doc["conformance"]["checked_rows"] == {"expf.wc (reference)": 4, "expf.wc (kernels)": 0}
+
+
 @needs_kernels
 def test_verify_full_in_the_interpreter_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     if CUDA:
@@ -262,7 +389,8 @@ def test_conformance_json(capsys: pytest.CaptureFixture[str]) -> None:
     doc = document(out)
     assert rc == 0 and doc["verdict"] == "PASS" and doc["implementations"] == ["reference"]
     assert {r["file"] for r in doc["results"]} == {
-        "dyadic24-floor-first-v1.jsonl", "accept-dyadic24-v1.jsonl", "philox4x64_10.kat", "expf.wc"}
+        "dyadic24-floor-first-v1.jsonl", "accept-dyadic24-v1.jsonl", "philox4x64_10.kat", "expf.wc",
+        "tree-draw-dyadic24-v1.jsonl", "accept-tree-dyadic24-v1.jsonl", "walk-tree-dyadic24-v1.jsonl"}
 
 
 def test_conformance_fails_on_a_planted_reference_bug(capsys: pytest.CaptureFixture[str]) -> None:
@@ -361,10 +489,10 @@ def _round_plus_one(real: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _verify_and_replay(part: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """``pp3 verify --quick --parts PART`` fails (exit 1, FAIL, a dump of the first mismatching call); the dump
-    replays the mismatch while the bug is there (exit 1) and equals the reference once it is gone (exit 0)."""
-    rc, out, err = run(["verify", "--quick", "--parts", part, "--json", "--out", str(tmp_path)], capsys)
+                       monkeypatch: pytest.MonkeyPatch, *only: str) -> None:
+    """``pp3 verify --quick --parts PART [ONLY]`` fails (exit 1, FAIL, a dump of the first mismatching call); the
+    dump replays the mismatch while the bug is there (exit 1) and equals the reference once it is gone (exit 0)."""
+    rc, out, err = run(["verify", "--quick", "--parts", part, *only, "--json", "--out", str(tmp_path)], capsys)
     doc = document(out)
     assert rc == 1 and doc["verdict"] == "FAIL" and doc[part]["verdict"] == "FAIL", doc[part]
     assert doc[part]["mismatches"] > 0 and "MISMATCH" in err
@@ -402,10 +530,11 @@ def test_verify_fails_on_a_planted_verifier_bug(where: str, tmp_path: Path, monk
 @pytest.mark.interpreter
 def test_verify_fails_on_a_planted_selector_bug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """The selector part sees a kernel keyed with the next round (sampled rows draw other tokens)."""
+    """The selector part sees a kernel keyed with the next round (sampled rows draw other tokens), through its
+    ``propose`` suite (the part's other suites run the same cases through other selectors: make verify runs them
+    all; ``test_verify_runs_the_selector_suites_it_names`` shows each suite failing on its own bug)."""
     monkeypatch.setattr(pp3.kernels, "propose", _round_plus_one(pp3.kernels.propose))
-    monkeypatch.setattr(pp3.kernels, "finalize", _round_plus_one(pp3.kernels.finalize))
-    _verify_and_replay("selector", tmp_path, capsys, monkeypatch)
+    _verify_and_replay("selector", tmp_path, capsys, monkeypatch, "--selectors", "propose")
 
 
 def _greedy_token_plus_one(real: Any) -> Any:
@@ -421,14 +550,15 @@ def _greedy_token_plus_one(real: Any) -> Any:
 
 @needs_kernels
 @pytest.mark.interpreter
-def test_verify_runs_the_selector_suites_it_names(monkeypatch: pytest.MonkeyPatch,
+def test_verify_runs_the_selector_suites_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """``--selectors`` runs exactly the suites it names: a planted greedy-selector bug fails ``--selectors greedy``
     and ``rescan`` (each through its own calls) and passes ``--selectors tiles``; naming them without the selector
     part, or with the bulk rows alone, is refused before anything runs."""
     monkeypatch.setattr(pp3.kernels, "greedy_sharded", _greedy_token_plus_one(pp3.kernels.greedy_sharded))
     for kind, want in (("greedy", 1), ("rescan", 1), ("tiles", 0)):
-        rc, out, err = run(["verify", "--quick", "--parts", "selector", "--selectors", kind, "--json"], capsys)
+        rc, out, err = run(["verify", "--quick", "--parts", "selector", "--selectors", kind, "--json", "--out",
+                            str(tmp_path)], capsys)
         doc = document(out)
         assert rc == want and (doc["selector"]["mismatches"] > 0) == bool(want), (kind, doc["selector"])
         assert f"  {kind}:" in err and not any(f"  {k}:" in err for k in ("greedy", "rescan", "tiles") if k != kind)
@@ -444,6 +574,75 @@ def test_verify_fails_on_a_failing_conformance_file(monkeypatch: pytest.MonkeyPa
     from pp3.audit import conformance
 
     monkeypatch.setattr(conformance, "FILES", {"expf.wc": lambda kernels: (4, 1 if kernels else 0)})
-    rc, out, _ = run(["verify", "--quick", "--parts", "conformance", "--json"], capsys)
+    rc, out, _ = run(["verify", "--parts", "conformance", "--json"], capsys)
     doc = document(out)
     assert rc == 1 and doc["verdict"] == "FAIL" and doc["conformance"]["verdict"] == "FAIL"
+
+
+def _written_cases(tmp_path: Path) -> dict[str, Path]:
+    """A selector and a verifier case as pp3 verify writes them (both outputs the reference's)."""
+    from pp3.audit import parity
+    from pp3.testing.call import AcceptCall, make_case
+    from pp3.testing.drafts import random_case
+
+    sel = make_case("fp32", [[1.0, 2.0, 3.0]])
+    acc = AcceptCall.of(**random_case(np.random.default_rng(1), 2, 1, 8, 1.0))
+    return {"selector": parity.dump_failure(tmp_path / "s", sel, sel.run_reference(), sel.run_reference()),
+            "verifier": parity.dump_accept_failure(tmp_path / "v", acc, acc.run_reference(), acc.run_reference())}
+
+
+def _rewritten(path: Path, to: Path, **changes: Any) -> Path:
+    """The file at ``path`` with some members replaced (None: removed), written to ``to``."""
+    with np.load(path) as z:
+        members = {k: z[k] for k in z.files}
+    for k, v in changes.items():
+        if v is None:
+            members.pop(k)
+        else:
+            members[k] = v
+    np.savez(to, **members)
+    return to
+
+
+DAMAGED: list[tuple[str, Callable[[dict[str, Path], Path], Path], str]] = [
+    ("a zip header and junk (the issue's)", lambda c, d: _write(d / "bad.npz", b"PK\003\004junk"), "BadZipFile"),
+    ("a case cut in half", lambda c, d: _write(d / "cut.npz", c["verifier"].read_bytes()[:300]), "not a .npz"),
+    ("an unknown fmt (the issue's KeyError)", lambda c, d: _rewritten(c["selector"], d / "fmt.npz", fmt="fp8"),
+     "fmt: 'fp8'"),
+    ("an unknown kernel", lambda c, d: _rewritten(c["selector"], d / "k.npz", kernel="sampler"), "kernel: 'sampler'"),
+    ("a member missing", lambda c, d: _rewritten(c["verifier"], d / "m.npz", draft_ids=None), "no member 'draft_ids'"),
+    ("bits of the wrong dtype", lambda c, d: _rewritten(c["selector"], d / "b.npz", bits=np.zeros((1, 3), np.int64)),
+     "bits: expected uint32"),
+    ("keys of the wrong length", lambda c, d: _rewritten(c["verifier"], d / "s.npz", seed=np.zeros(3, np.uint64)),
+     "seed: expected uint64 of shape (2,)"),
+    ("a pickled member", lambda c, d: _rewritten(c["selector"], d / "p.npz", name=np.array([{}], dtype=object)),
+     "not a .npz"),
+    ("a bad tile", lambda c, d: _rewritten(c["selector"], d / "t.npz", tile=np.int64(48)), "tile: expected -1 or"),
+]
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(("what", "make", "needle"), DAMAGED, ids=[d[0] for d in DAMAGED])
+def test_a_damaged_or_foreign_replay_file_is_refused(what: str, make: Callable[[dict[str, Path], Path], Path],
+                                                     needle: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """pp3 verify --replay on a file that is not a case it wrote, or a damaged one: one line saying what is wrong,
+    exit status 2, no traceback, before any kernel runs."""
+    bad = make(_written_cases(tmp_path), tmp_path)
+    rc, out, err = run(["verify", "--replay", str(bad)], capsys)
+    assert_refused(rc, err, "--replay", "not a failing case", needle)
+    assert out == ""
+
+
+@needs_kernels
+def test_a_replay_the_reference_refuses_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A well-formed case whose call the reference refuses (tau 0: SPEC.md §2) is no case pp3 verify wrote: refused
+    in one line, before the kernel runs."""
+    bad = _rewritten(_written_cases(tmp_path)["selector"], tmp_path / "tau.npz", tau=np.float32(0.0))
+    rc, out, err = run(["verify", "--replay", str(bad)], capsys)
+    assert_refused(rc, err, "--replay", "the reference refuses the recorded call", "tau")
+    assert out == ""

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -164,6 +164,52 @@ def test_sampled_triton_backend_equals_the_reference_backend(monkeypatch: pytest
     want = TPDrafter(markov, 2, backend="reference").draft_sampled(*args)
     for f in ("tokens", "status", "ids", "tickets"):
         assert_equal(getattr(got, f).cpu().numpy(), getattr(want, f).cpu().numpy(), f)
+
+
+def _backends() -> list[Any]:
+    kernels_run = os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available()
+    return ["reference", pytest.param("triton", marks=[pytest.mark.interpreter, pytest.mark.skipif(
+        not kernels_run, reason="needs TRITON_INTERPRET=1 or a CUDA GPU")])]
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize(
+    ("at", "value", "name"),
+    [
+        (2, torch.tensor([3, 4], dtype=torch.int32), "seed"),  # the issue's reproducer
+        (3, torch.tensor([1, 1], dtype=torch.int16), "round"),
+        (4, torch.tensor([5, 6], dtype=torch.uint8), "position"),
+        (1, torch.tensor([1, 2], dtype=torch.int32), "target_temperature"),
+        (1, torch.tensor(True), "target_temperature"),
+    ],
+)
+def test_both_backends_refuse_the_same_key_dtypes(backend: str, at: int, value: Any, name: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rule on both backends, the kernels' (pp3.kernels.checks.row_keys): key tensors int64 or uint64, a
+    temperature tensor floating-point; the reference backend took int32/int16/uint8 keys and integer temperatures."""
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    args: list[Any] = [torch.tensor([[1], [2]]), 1.0, np.array([3, 4], dtype=np.uint64), 1, 5]
+    args[at] = value
+    with pytest.raises(TypeError, match=f"^{name}: "):
+        TPDrafter(MarkovDrafter.random(48, 4, seed=9), 1, backend=backend).draft_sampled(*args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_both_backends_take_the_same_key_forms(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """int64 and uint64 key tensors, float64 and float16 temperature tensors, scalars and NumPy arrays: the same
+    drafts as the plain forms, on either backend."""
+    monkeypatch.setenv(SAMPLED_ENV, "1")
+    drafter = TPDrafter(MarkovDrafter.random(48, 4, seed=9), 1, backend=backend)  # type: ignore[arg-type]
+    ctx = torch.tensor([[1], [2]])
+    want = drafter.draft_sampled(ctx, 1.0, [3, 4], 1, 5)
+    for keys in (
+        (torch.tensor([1.0, 1.0], dtype=torch.float64), torch.tensor([3, 4]), torch.tensor(1), torch.tensor([5, 5])),
+        (torch.tensor(1.0, dtype=torch.float16), torch.tensor([3, 4], dtype=torch.uint64), np.int32(1),
+         np.array([5, 5], dtype=np.int32)),
+    ):
+        got = drafter.draft_sampled(ctx, *keys)
+        for f in ("tokens", "status", "ids", "tickets"):
+            assert_equal(getattr(got, f).numpy(), getattr(want, f).numpy(), f"{backend}: {f}")
 
 
 # ----------------------------------------------------------------------------------------------------- imports

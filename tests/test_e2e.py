@@ -56,6 +56,24 @@ def test_theory_is_a_law(setup: e2e.Setup) -> None:
 
 
 @pytest.mark.stats
+def test_a_run_with_a_test_that_cannot_reject_is_refused(setup: e2e.Setup) -> None:
+    """Below ``least_n`` sequences per case some test merges into one group (df 0, p = 1 whatever it sees): such a
+    run has no power and is refused, naming n (or mutant_n); at ``least_n`` every test of a law with two or more
+    outcomes has a degree of freedom."""
+    least = e2e.least_n(setup, (1.0,), e2e.MODES)
+    assert least > 1
+    with pytest.raises(ValueError, match=r"^n: 1 sequences per case leave a test with one group"):
+        e2e.run_audit(setup, 1, temperatures=(1.0,), mutants=())
+    with pytest.raises(ValueError, match=rf"^n: {least - 1} "):
+        e2e.run_audit(setup, least - 1, temperatures=(1.0,), mutants=())
+    with pytest.raises(ValueError, match=r"^mutant_n: 2 "):
+        e2e.run_audit(setup, least, temperatures=(1.0,), mutant_temperatures=(1.0,), mutant_n=2)
+    audit = e2e.run_audit(setup, least, temperatures=(1.0,), mutants=())
+    for case in audit.real.cases:
+        for test, law in ((case.joint, case.theory.joint), (case.accept, case.theory.accept_hist)):
+            assert test.df >= 1 or np.count_nonzero(law) < 2, (case.mode, test)
+
+
 def test_real_run_passes_and_every_planted_bug_is_caught(setup: e2e.Setup) -> None:
     audit = e2e.run_audit(
         setup,

@@ -108,7 +108,7 @@ def near_midpoint_inputs(n_min: int, seed: int, max_ulp32: float = 2.0**-20) -> 
 
 
 def hard_case_file() -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-    """pp3/conformance/expf.wc (written by tools/audit_exp.py): z and its correctly rounded e^z."""
+    """pp3/conformance/expf.wc (written by stats/audit_exp.py): z and its correctly rounded e^z."""
     return load_expf_wc()
 
 

@@ -1,7 +1,9 @@
 """Bit parity of the Triton verifier (pp3.kernels.accept) with the NumPy reference (SPEC.md §11).
 
 Runs under TRITON_INTERPRET=1 (tiny sizes: ~0.1-0.3 s per row) or natively on a CUDA GPU; skipped otherwise.
-Each case names the code path it hits.
+Each case names the code path it hits. The cases of each path that the verifier's variants change (its screen,
+launch 3's handed-over word and launches 6 and 7's S: ``LaunchConfig(screen=..., handover=...)``) run in both
+variants (``VARIANTS``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from pp3.kernels import _accept, _workspace  # noqa: E402
+from pp3.kernels import LaunchConfig, _accept, _workspace  # noqa: E402
 from pp3.kernels import uniform_below as uniform_below_dev  # noqa: E402
 from pp3.kernels import verify as verify_dev  # noqa: E402
 from pp3.reference import DOMAIN_ACCEPT, DOMAIN_RESIDUAL, float32_to_bf16_bits, uniform_below, verify  # noqa: E402
@@ -46,11 +48,16 @@ pytestmark = [
 ]
 DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 FIELDS = ("status", "accepted", "tokens")
+SHIPPED = LaunchConfig(screen="pinned", handover=False)
+# The shipped verifier and its other variants, together (each changes other launches: the screen launch 1, the
+# handover launches 2, 3, 6 and 7).
+NEXT = LaunchConfig(screen="ex2", handover=True)
+VARIANTS = pytest.mark.parametrize("launch", [SHIPPED, NEXT], ids=["shipped", "ex2+handover"])
 
 
-def same(case: dict[str, Any], tile: int | None = None) -> None:
+def same(case: dict[str, Any], tile: int | None = None, launch: LaunchConfig = SHIPPED) -> None:
     want = verify(**case)
-    got = AcceptCall.of(**case, tile=tile).run_kernel(DEV)
+    got = AcceptCall.of(**case, tile=tile).run_kernel(DEV, launch)
     for f in FIELDS:
         assert_equal(getattr(got, f), getattr(want, f), f"{f} (seeds {np.asarray(case['seed']).tolist()})")
 
@@ -70,9 +77,12 @@ def test_random_rows(temp: float, v: int, tile: int | None) -> None:
     case["target_logits"][1, 1, :] = 0.5  # a flat row: ties everywhere
     case["position"][2] = np.uint64(2**64 - 1)  # positions wrap
     same(case, tile)
+    if temp == 0.3:  # sampled over 3 tiles: the variants' every launch
+        same(case, tile, NEXT)
 
 
-def test_back_to_back_calls_leave_the_row_counters_zero() -> None:
+@VARIANTS
+def test_back_to_back_calls_leave_the_row_counters_zero(launch: LaunchConfig) -> None:
     """Two calls in a row, other rows and tiles: every launch that finishes rows in their last program shares the
     row counters of ``_workspace``, so a counter the first call left nonzero would pick the wrong last program in
     the second (one that reduces before every tile is written, or none, leaving the row's values unwritten)."""
@@ -80,12 +90,13 @@ def test_back_to_back_calls_leave_the_row_counters_zero() -> None:
     first["target_temperature"] = np.array([1.0, 0.0, 0.7], dtype=np.float32)  # T0: launches 2, 3, 5 skip row 1
     first["target_logits"][2, 1, 3] = np.nan  # a failed target row, skipped by launches 2 and 3
     second = random_case(np.random.default_rng(32), 2, 1, 50, 0.5)  # 4 target rows of 4 tiles
-    same(first, 8)
-    same(second, 16)
+    same(first, 8, launch)
+    same(second, 16, launch)
     assert not _workspace.counters(DEV, 9).any()
 
 
-def test_failed_rows_and_truncation() -> None:
+@VARIANTS
+def test_failed_rows_and_truncation(launch: LaunchConfig) -> None:
     case = random_case(np.random.default_rng(4), 6, 2, 40, 1.0)
     case["target_logits"][0, 1, 3] = np.nan  # NAN_LOGIT at row 1
     case["target_logits"][1, 0, :] = -np.inf  # ZERO_MASS at row 0
@@ -94,7 +105,7 @@ def test_failed_rows_and_truncation() -> None:
     case["target_logits"][3, 1:, 0] = np.nan
     break_draft("token_zero_tickets", case["draft_ids"][4:], case["draft_tickets"][4:], case["draft_tokens"][4:])
     case["target_logits"][5, 0, 7] = np.uint32(0xFFC00000).view(np.float32)  # a negative NaN
-    same(case, 16)
+    same(case, 16, launch)
     assert verify(**case).status.tolist() == [1, 3, 2, 0, 5, 1]
 
 
@@ -175,7 +186,7 @@ def test_uniform_below_on_the_device_matches_the_reference() -> None:
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("v", [12, 32000])  # one tile; a row whose end falls inside its last tile (the H200 once
-def test_half_precision_target_logits(dtype: str, v: int) -> None:  # classed those NaN: records/2026-12-01g)
+def test_half_precision_target_logits(dtype: str, v: int) -> None:  # classed those NaN: records/2026-12-01/h200-g)
     case = random_case(np.random.default_rng(8), 2, 1, v, 1.0)
     x = case["target_logits"]
     x[0, 0, 5] = 1e-40  # a subnormal (bf16 keeps it; fp16 flushes it to a subnormal fp16 or 0)
@@ -213,6 +224,7 @@ def test_half_precision_target_logits(dtype: str, v: int) -> None:  # classed th
         ("draft_ids", torch.zeros((2, 2, 31), dtype=torch.int32), ValueError),
         ("seed", -1, ValueError),
         ("tile", 3, ValueError),
+        ("launch", "ex2", TypeError),
     ],
 )
 def test_bad_arguments_raise_before_any_launch(name: str, bad: Any, exc: type[Exception]) -> None:
@@ -248,15 +260,17 @@ def _argmax_drafts(case: dict[str, Any]) -> dict[str, Any]:
     return case | point_drafts(g)
 
 
-@pytest.mark.parametrize("bound", ["default", "raised"])
+@pytest.mark.parametrize(("bound", "launch"), [("default", SHIPPED), ("raised", SHIPPED), ("raised", NEXT)],
+                         ids=["default", "raised", "raised-ex2+handover"])
 def test_tests_of_the_argmax_decided_with_and_without_the_remainder(
-    bound: str, monkeypatch: pytest.MonkeyPatch
+    bound: str, launch: LaunchConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Drafts x_j = g_j with q(g_j) = 1: U_j is uniform below 2^40 and the test accepts iff U_j < c + R. With the
     default bound (V) launch 3 decides them all (U_j < c or U_j >= c + V); with the bound raised to 2^40 every
     U_j >= c is open, so the request goes through launches 4 and 5 (the remainders, then the chain again). Both
     must equal the reference; a missing or wrong fallback leaves the provisional chain of launch 3 (rows stopped at
-    the open test, no residual draw)."""
+    the open test, no residual draw). With the handover, the marked requests are launch 3's loop over every row,
+    which counts rows in for launches 4 and 5."""
     from pp3.kernels import accept
 
     if bound == "raised":
@@ -264,7 +278,7 @@ def test_tests_of_the_argmax_decided_with_and_without_the_remainder(
     case = _argmax_drafts(random_case(np.random.default_rng(41), 6, 3, 40, 1.0))
     want = verify(**case)
     assert (want.accepted < 3).sum() >= 3  # rejections of x_j = g_j: tests with U_j >= c, open when raised
-    same(case, 16)
+    same(case, 16, launch)
 
 
 def _screened_case() -> dict[str, Any]:
@@ -275,19 +289,24 @@ def _screened_case() -> dict[str, Any]:
     return case
 
 
-@pytest.mark.parametrize("margin", ["default", "raised"])
-def test_tests_decided_by_the_screen_and_by_the_exact_sum(margin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("margin", "launch"), [("default", SHIPPED), ("raised", SHIPPED), ("default", NEXT)],
+                         ids=["default", "raised", "default-ex2+handover"])
+def test_tests_decided_by_the_screen_and_by_the_exact_sum(margin: str, launch: LaunchConfig,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Launch 2 decides a test by launch 1's interval S~ (1 +- margin) (pp3.kernels.screen). With the margin raised
     to 1/2 almost every test is open, so its request goes through launches 3 to 5 (the exact S of every row, the
-    remainders, the chain again) and row a's S comes from launch 3 for every draw: both must equal the reference."""
+    remainders, the chain again) and row a's S comes from launch 3 for every draw: both must equal the reference.
+    The hardware screen decides the tests of the default margin as the pinned one does (the raised margin opens
+    them whatever the screen: the handover's marked path is the argmax test's above)."""
     from pp3.kernels import accept
 
     if margin == "raised":
         monkeypatch.setattr(accept, "screen_margin", lambda: 0.5)
-    same(_screened_case(), 16)
+    same(_screened_case(), 16, launch)
 
 
-def test_a_screen_margin_too_small_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+@VARIANTS
+def test_a_screen_margin_too_small_is_caught(launch: LaunchConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     """Planted: an interval S~ (1 +- margin) that misses S (margin -1/4: S_hi below S~) accepts tests whose U_j lies
     between the exact floor count and c(S_hi). The comparison with the reference must see it; this is the power the
     default margin's derivation (pp3.kernels.screen) relies on in the tests above."""
@@ -296,7 +315,7 @@ def test_a_screen_margin_too_small_is_caught(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(accept, "screen_margin", lambda: -0.25)
     case = _screened_case()
     with pytest.raises(AssertionError):
-        same(case, 16)
+        same(case, 16, launch)
 
 
 @triton.jit
@@ -339,18 +358,21 @@ def test_fast_floor_counts_are_the_division_or_unsure() -> None:
     assert_equal(c.cpu().numpy()[:3], want[:3], "floor counts of the sure rows")
 
 
-@pytest.mark.parametrize("margin", ["default", "raised"])
-def test_residual_counts_by_the_reciprocal_and_by_the_division(margin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("margin", "launch"), [("default", SHIPPED), ("raised", SHIPPED), ("raised", NEXT)],
+                         ids=["default", "raised", "raised-ex2+handover"])
+def test_residual_counts_by_the_reciprocal_and_by_the_division(margin: str, launch: LaunchConfig,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Launch 6's plain floor counts: by the reciprocal of S (the default margin: almost every tile), and with the
     margin raised to 1 by the division in every tile that holds a nonzero weight (``_floor_counts_fast`` is then
-    unsure of it). Both must equal the reference's residual draws."""
+    unsure of it). Both must equal the reference's residual draws. With the handover, launches 6 and 7 form S from
+    launch 3's tile sums, and launch 7 divides by it too."""
     from pp3.kernels import accept
 
     if margin == "raised":
         monkeypatch.setattr(accept, "count_margin", lambda: 1.0)
     case = _screened_case()
     case["target_logits"][0, :, 5:] = -np.inf  # S = 1 + ... on few entries: exact quotients, unsure tiles
-    same(case, 16)
+    same(case, 16, launch)
 
 
 @pytest.mark.parametrize("temp", [2.0**-126, 0.25, 1.0, 2.0, 2.0**127])
@@ -372,7 +394,8 @@ def test_power_of_two_temperatures_divide_as_a_product(temp: float) -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="V = 163840 rows: too slow for the interpreter")
-def test_open_tests_at_the_full_vocabulary() -> None:
+@VARIANTS
+def test_open_tests_at_the_full_vocabulary(launch: LaunchConfig) -> None:
     """Flat target rows at V = 163840: S = V, every floor count c = floor(2^40 / V) = 6710886 and R = 2^40 - V c =
     65536 (on g = 0). Drafts x = 0 with Q(0) = 103 tickets, so U is uniform below s = 103 * 2^16 = 6750208 < c + R:
     every test accepts. The rows with U >= c (0.58 %) fall in launch 3's open window c .. c + V - 1 and are decided
@@ -388,10 +411,34 @@ def test_open_tests_at_the_full_vocabulary() -> None:
     dev = {k: torch.from_numpy(a).to(DEV) for k, a in draft.items()}
     seeds = torch.from_numpy(seed.view(np.int64)).to(DEV)
     got = to_numpy(verify_dev(torch.zeros((b, 2, v), device=DEV), 1.0, dev["draft_tokens"], dev["draft_status"],
-                              dev["draft_ids"], dev["draft_tickets"], seeds, 0, 0))
+                              dev["draft_ids"], dev["draft_tickets"], seeds, 0, 0, launch=launch))
     assert (got.accepted == 1).all()
     pick = np.concatenate([opened, np.arange(8)])
     want = verify(np.zeros((pick.size, 2, v), dtype=np.float32), np.float32(1.0),
                   **{k: a[pick] for k, a in draft.items()}, seed=seed[pick], round=0, position=0)
     for f in FIELDS:
         assert_equal(getattr(got, f)[pick], getattr(want, f), f)
+
+
+def test_the_variants_are_chosen_as_documented(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LaunchConfig.screen`` and ``handover`` pick the verifier's variants; None reads PP3_VERIFY_SCREEN and
+    PP3_VERIFY_HANDOVER at each call (the shipped ones when unset); a bad value is refused, naming what is wrong."""
+    from pp3.kernels import config
+
+    monkeypatch.delenv("PP3_VERIFY_SCREEN", raising=False)
+    monkeypatch.delenv("PP3_VERIFY_HANDOVER", raising=False)
+    assert (config.verify_screen(), config.verify_handover()) == ("pinned", False)
+    monkeypatch.setenv("PP3_VERIFY_SCREEN", "ex2")
+    monkeypatch.setenv("PP3_VERIFY_HANDOVER", "1")
+    assert (config.verify_screen(), config.verify_handover()) == ("ex2", True)
+    assert (config.verify_screen(SHIPPED), config.verify_handover(SHIPPED)) == ("pinned", False)
+    monkeypatch.setenv("PP3_VERIFY_SCREEN", "exp")
+    with pytest.raises(ValueError, match="PP3_VERIFY_SCREEN"):
+        config.verify_screen()
+    monkeypatch.setenv("PP3_VERIFY_HANDOVER", "yes")
+    with pytest.raises(ValueError, match="PP3_VERIFY_HANDOVER"):
+        config.verify_handover()
+    with pytest.raises(ValueError, match="screen"):
+        LaunchConfig(screen="fast")
+    with pytest.raises(ValueError, match="handover"):
+        LaunchConfig(handover=1)  # type: ignore[arg-type]

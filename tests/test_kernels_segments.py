@@ -68,17 +68,17 @@ def test_c_gathers_from_16_rows_at_8_warps() -> None:
     assert segment_warps(False) == (4, 1, 4) and segment_warps(True) == (4, 1, 8)
     assert segment_gathers(1, GATHER) and not segment_gathers(64, FILTER)
     assert segment_warps(True, LaunchConfig(segment_warps=(2, 2, 2))) == (2, 2, 2)
-    with pytest.raises(ValueError, match="segment_gather"):
+    with pytest.raises(TypeError, match="segment_gather"):
         LaunchConfig(segment_gather=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="segment_warps"):
         LaunchConfig(segment_warps=(4, 8))  # type: ignore[arg-type]
 
 
 def test_segment_size_fills_every_bucket_and_shortens_small_batches() -> None:
-    """config.segment_size: at V = 163840 the sizes measured best on the H200 (records/2026-12-04/e5: 256 at B = 1
-    and 2, 512 at B = 4, 1024 from B = 8 on; records/2026-12-10/k1: 2048 when C gathers); everywhere a power of two in
-    32 .. 1024 (2048 when C gathers) that fills the 64 buckets when the row allows it, never below 256 for the batch's
-    sake."""
+    """config.segment_size: at V = 163840 the sizes measured best on the H200 (records/2026-12-02/h200-c: 256 at
+    B = 1 and 2, 512 at B = 4, 1024 from B = 8 on; records/2026-12-04/h200-a: 2048 when C gathers); everywhere a power
+    of two in 32 .. 1024 (2048 when C gathers) that fills the 64 buckets when the row allows it, never below 256 for
+    the batch's sake."""
     from pp3.kernels.config import SEGMENT_BUCKETS, segment_size
 
     assert [segment_size(163840, b) for b in (1, 2, 4, 8, 16, 64, 1024)] == [256, 256, 512, 1024, 1024, 1024, 1024]

@@ -226,6 +226,64 @@ def test_pdl_default_and_switch(
     assert config.use_pdl(torch.device("cuda", 0), on) is (capability[0] >= 9 and interpret == "0")
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("pdl", 0, TypeError),  # 0 == False, but not False: it turned PDL on (use_pdl)
+        ("pdl", 1, TypeError),
+        ("pdl", "off", TypeError),
+        ("warps", (8.0, 8), TypeError),  # Triton's launch would fail on num_warps=8.0
+        ("warps", 8, TypeError),
+        ("warps", [8, 8], TypeError),
+        ("warps", (True, 8), TypeError),
+        ("warps", (8,), ValueError),
+        ("warps", (8, 3), ValueError),
+        ("segment_warps", (4, 1, 4.0), TypeError),
+        ("segment_warps", (4, 1), ValueError),
+        ("segment_gather", 1, TypeError),
+        ("selector", None, TypeError),
+        ("selector", "fast", ValueError),
+        ("greedy", 0, TypeError),
+        ("greedy", "max", ValueError),
+        ("segment", 64.0, TypeError),
+        ("segment", True, TypeError),
+        ("segment", 48, ValueError),
+        ("segment", 16, ValueError),
+        ("selector", "one", ValueError),
+        ("onelaunch_warps", 4.0, TypeError),
+        ("onelaunch_warps", True, TypeError),
+        ("onelaunch_warps", 3, ValueError),
+        ("top_rank", 1, TypeError),
+        ("top_rank", None, TypeError),
+        ("polls", True, TypeError),
+        ("polls", 2.0, TypeError),
+        ("polls", 0, ValueError),
+        ("polls", 65, ValueError),
+        ("max_registers", "128", TypeError),
+        ("max_registers", 16, ValueError),
+        ("max_registers", 300, ValueError),
+    ],
+)
+def test_launch_config_checks_every_field_when_made(field: str, value: object, error: type[Exception]) -> None:
+    """A LaunchConfig refuses a wrong field when it is made, naming the field: a wrong type with TypeError, a wrong
+    value with ValueError."""
+    with pytest.raises(error, match=rf"^{field}: "):
+        config.LaunchConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_launch_config_pdl_keeps_its_three_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's reproducer: pdl=0 would have switched PDL on on Hopper even with PP3_PDL=0; only None, True and
+    False are settings, and False stays off."""
+    monkeypatch.setenv("PP3_PDL", "0")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    with pytest.raises(TypeError, match=r"^pdl: "):
+        config.LaunchConfig(pdl=0)  # type: ignore[arg-type]
+    assert config.use_pdl(torch.device("cuda"), config.LaunchConfig(pdl=False)) is False
+    assert config.use_pdl(torch.device("cuda"), config.LaunchConfig()) is False
+    assert config.use_pdl(torch.device("cuda"), config.LaunchConfig(pdl=True)) is True
+
+
 @triton.jit
 def _tree_kernel(w_ptr: tl.tensor, out_ptr: tl.tensor, N: tl.constexpr, LOG: tl.constexpr) -> None:
     row = tl.program_id(0).to(tl.int64)

@@ -63,7 +63,6 @@ def test_selector_ops_equal_the_launchers() -> None:
     p = propose(x, *keys)
     want = (p.status, p.token, p.ids, p.tickets)
     _same(OPS.propose(x, *keys), want)
-    _same(OPS.propose(x, *keys, 0.7, 1024), want)  # tile 1024: the same bits (§9)
     kf = OPS.tile_candidates(x, 0, None)
     c = tile_candidates(x)
     _same(kf, (c.keys, c.flags))
@@ -124,6 +123,29 @@ def test_a_compiled_speculative_step_equals_eager() -> None:
 
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
     _same(compiled(drafts, target, temp, seed, rnd, pos), step(drafts, target, temp, seed, rnd, pos))
+
+
+def test_a_refusal_under_torch_compile_arrives_wrapped_with_the_original_in_its_chain() -> None:
+    """docs/INTEGRATION.md: a refusal found while tracing arrives as Dynamo's TorchRuntimeError (a RuntimeError),
+    its message quoting the original and its exception chain holding it; one found when the graph runs arrives as
+    itself (outputs over one buffer through two storages, which no fake tensor can see: Inductor, torch.compile's
+    default backend, runs the operator on the caller's buffers)."""
+    temp, seed, rnd, pos = _keys(2)
+    x = torch.randn(2, 300, device=DEV)
+    with pytest.raises(RuntimeError, match=r"got TypeError\('seed: ") as e:
+        compiled = torch.compile(lambda x, s: OPS.propose(x, temp, s, rnd, pos), fullgraph=True, backend="aot_eager")
+        compiled(x, seed.int())
+    chain: list[BaseException] = []
+    link: BaseException | None = e.value
+    while link is not None:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    assert any(isinstance(c, TypeError) and str(c).startswith("seed: ") for c in chain), chain
+    out = [torch.empty(2, dtype=torch.int8, device=DEV), torch.empty(2, dtype=torch.int32, device=DEV),
+           torch.empty(2, 32, dtype=torch.int32, device=DEV)]
+    tickets = torch.from_dlpack(out[2])
+    with pytest.raises(ValueError, match=r"^out\.tickets: shares memory with out\.ids"):
+        torch.compile(lambda x: OPS.greedy_out(x, *out, tickets))(x)
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,16 @@
 """``pp3.pair``: the vocabulary-parallel selector over torch.distributed equals the unsharded reference (SPEC.md §9).
 
-Multi-process tests spawn W = 2, 3, 4 and 8 gloo ranks on 127.0.0.1 (and, marked slow, a sweep of random splits on
-2 ranks); each rank runs its kernels through Triton's interpreter, so one spawn per world size runs every case
-of that size and the tests below read its results. Every rank's four fields must equal ``pp3.reference.propose``
-on the whole rows bit for bit (even and uneven splits, empty shards, a rank holding NaN or an all -inf shard, fp32,
-bf16 and mixed dtypes, per-tile and merged messages). Bad setups (overlaps, gaps, ranks disagreeing on B, V, the
-tile, merge_local, tau or the keys, a caller error on one rank) must raise the same error text on every rank; a
-stale or mismatched plan must raise before any collective. A separate 2-rank spawn plants faults, each in its own
-process group: a rank that stalls or dies must make the other raise ``CollectiveError`` within pp3's timeout.
-Single-process tests cover the message packing and padding path (the all_gather simulated by stacking) for 1, 3
-and 8 shards, the neutrality of empty tiles, and the host-side plan checks on a one-rank group.
+Multi-process tests spawn W = 2, 3, 4 and 8 gloo ranks on 127.0.0.1 (and, marked slow, a sweep of random splits on 2
+ranks); each rank runs its kernels through Triton's interpreter, so one spawn per world size runs every case of that
+size and the tests below read its results. Every rank's four fields must equal ``pp3.reference.propose`` on the whole
+rows bit for bit (even and uneven splits, empty shards, a rank holding NaN or an all -inf shard, fp32, bf16 and mixed
+dtypes, per-tile and merged messages). Bad setups (overlaps, gaps, ranks disagreeing on B, V, the tile, merge_local, tau
+or the keys, a caller error on one rank: a wrong dtype, a shard on meta, a bad launch=) must raise the same error text
+on every rank, naming the rank and the argument; a stale or mismatched plan must raise before any collective. A separate
+2-rank spawn plants faults, each in its own process group: a rank that stalls or dies must make the other raise
+``CollectiveError`` within pp3's timeout. Single-process tests cover the message packing and padding path (the
+all_gather simulated by stacking) for 1, 3 and 8 shards, the neutrality of empty tiles, and the host-side plan checks on
+a one-rank group.
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ class Job:
     merges: list[bool] | None = None  # per rank, for setup jobs (default False)
     seeds: list[int] | None = None  # per rank, for setup jobs (default 1)
     taus: list[float] | None = None  # per rank, for setup jobs (default DEFAULT_TAU)
-    bad_dtype_rank: int = -1  # this rank passes float64 logits (a caller error on one rank only)
+    bad_rank: int = -1  # this rank alone makes the caller error ``bad``:
+    bad: str = ""  # "dtype" (float64 logits), "meta" (its shard on the meta device) or "launch" (launch="fast")
 
 
 def sweep_jobs() -> list[Job]:
@@ -232,7 +234,10 @@ def jobs_for(world: int) -> list[Job]:
             Job("calls", half, via=["check", "propose"]),  # the ranks are in different calls
             Job("seed", half, seeds=[1, 2]),
             Job("tau", half, taus=[0.7, 0.75]),
-            Job("dtype", half, bad_dtype_rank=1),
+            Job("dtype", half, bad_rank=1, bad="dtype"),
+            Job("meta", half, bad_rank=0, bad="meta"),
+            Job("meta_call", half, via=["propose"] * 2, bad_rank=1, bad="meta"),
+            Job("launch", half, via=["propose"] * 2, bad_rank=1, bad="launch"),
             # a second setup makes the first plan stale; the check needs no collective
             Job("stale", splits([150, 150]), 256, case_random(3), stale=splits([100, 200])),
         ]
@@ -271,20 +276,23 @@ def _run_setup(job: Job, rank: int, world: int) -> dict[str, Any]:
     import torch
 
     from pp3 import pair
+    from pp3.kernels.config import DEFAULT_LAUNCH
     from pp3.reference._constants import DEFAULT_TAU
 
     def pick(per_rank: list[Any] | None, default: Any) -> Any:
         return default if per_rank is None else per_rank[rank]
 
     offset, size = job.shards[rank]
-    dtype = torch.float64 if rank == job.bad_dtype_rank else torch.float32
-    x = torch.zeros((pick(job.rows, 2), size), dtype=dtype)
+    bad = job.bad if rank == job.bad_rank else ""
+    x = torch.zeros((pick(job.rows, 2), size), dtype=torch.float64 if bad == "dtype" else torch.float32,
+                    device="meta" if bad == "meta" else "cpu")
     vocab, tile, merge = pick(job.vocab, V), pick(job.tiles, job.tile), pick(job.merges, False)
     keys = (1.0, pick(job.seeds, 1), 2, 3)
+    launch: Any = "fast" if bad == "launch" else DEFAULT_LAUNCH
     try:
         if pick(job.via, "check") == "propose":
             pair.propose_vocab_parallel(x, offset, vocab, *keys, pick(job.taus, DEFAULT_TAU), tile=tile,
-                                        merge_local=merge)
+                                        merge_local=merge, launch=launch)
         else:
             pair.check_shards(x, offset, vocab, *keys, pick(job.taus, DEFAULT_TAU), tile=tile, merge_local=merge)
     except (TypeError, ValueError) as e:
@@ -553,11 +561,31 @@ def test_bad_setup_raises_on_every_rank(world: int, name: str, kind: str, text: 
     assert len({res[name]["text"] for res in results}) == 1, "every rank must report the same text"
 
 
-def test_caller_error_on_one_rank_raises_on_every_rank() -> None:
-    a, b = (res["dtype"] for res in run_world(2))
-    assert (a["error"], b["error"]) == ("ShardError", "TypeError")  # its own type on the offending rank
-    assert a["text"] == b["text"]
-    assert "rank 1: TypeError: logits_shard: expected float32, float16 or bfloat16, got torch.float64" in a["text"]
+CALLER_ERRORS = [
+    pytest.param("dtype", 1, "TypeError",
+                 "rank 1: TypeError: logits_shard: expected float32, float16 or bfloat16, got torch.float64",
+                 id="w2-float64-on-rank-1"),
+    pytest.param("meta", 0, "ValueError", "rank 0: ValueError: logits_shard: on meta", id="w2-meta-shard-on-rank-0"),
+    pytest.param("meta_call", 1, "ValueError", "rank 1: ValueError: logits_shard: on meta",
+                 id="w2-meta-shard-on-rank-1-plan=None"),
+    pytest.param("launch", 1, "TypeError",
+                 "rank 1: TypeError: launch: expected a pp3.kernels.config.LaunchConfig, got str",
+                 id="w2-bad-launch-on-rank-1-plan=None"),
+]
+
+
+@pytest.mark.parametrize(("name", "bad_rank", "kind", "text"), CALLER_ERRORS)
+def test_caller_error_on_one_rank_raises_on_every_rank(name: str, bad_rank: int, kind: str, text: str) -> None:
+    """A caller error on one rank (a wrong dtype, a shard on meta, a bad launch=) is checked before the setup's
+    gather and reported through it: every rank raises at once with the same text, naming the rank and the
+    argument; none is left waiting in the collective (a meta shard used to take the gather to meta and a bad launch=
+    used to raise before it, on that rank alone)."""
+    results = [res[name] for res in run_world(2)]
+    for rank, got in enumerate(results):
+        want = {"TypeError": "TypeError", "ValueError": "ShardError"}[kind] if rank == bad_rank else "ShardError"
+        assert got["error"] == want, f"rank {rank}: {got}"  # a type error keeps its type on the rank that made it
+        assert text in got["text"], f"rank {rank}: {got['text']!r}"
+    assert len({got["text"] for got in results}) == 1, "every rank must report the same text"
 
 
 def test_stale_plan_raises_on_every_rank() -> None:
@@ -834,6 +862,20 @@ def test_stale_or_foreign_plan_raises(world_of_one: Any) -> None:
         pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=64, plan=plan)  # group=None: the default group
     with pytest.raises(ValueError, match="call does not match"):  # the subgroup's plan is its own
         pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, 0.5, tile=64, plan=plan, group=other)
+
+
+def test_a_trusted_call_names_its_rank_and_the_argument(world_of_one: Any) -> None:
+    """On the trusted path (no collective to agree through) a caller error raises before any work, naming the rank
+    and the argument: a bad launch= and a shard on meta."""
+    import torch
+
+    pair = world_of_one
+    x = torch.zeros(2, V)
+    plan = pair.check_shards(x, 0, V, tile=64)
+    with pytest.raises(TypeError, match=r"^pp3\.pair: rank 0: launch: expected a pp3\.kernels\.config\.LaunchConfig"):
+        pair.propose_vocab_parallel(x, 0, V, 1.0, 1, 2, 3, tile=64, plan=plan, launch="fast")
+    with pytest.raises(ValueError, match=r"^pp3\.pair: rank 0: logits_shard: on meta"):
+        pair.propose_vocab_parallel(x.to("meta"), 0, V, 1.0, 1, 2, 3, tile=64, plan=plan)
 
 
 @pytest.mark.parametrize(("timeout", "kind"), [(0, "ShardError"), (-1.0, "ShardError"), (float("inf"), "ShardError"),

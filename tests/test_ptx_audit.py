@@ -1,7 +1,9 @@
 """The PTX audit (``python -m pp3.audit.ptx``) finds every kernel by itself and fails when it should: on the shipped
 package it passes with every kernel launched and classified; compiled with Triton's default options it finds FMA in
 the verifier and in the selector's launch 2; a kernel planted in a copy of the package is caught, whether an entry
-point launches it (its forbidden instruction) or nothing does (it cannot be classified).
+point launches it (its forbidden instruction) or nothing does (it cannot be classified). The verifier's hardware
+screen (SPEC.md §11.12) is the one place its ``ex2.approx.f32`` may be: counted per variant, and the same
+instruction planted in the exact path of the same kernel is caught.
 
 The audit compiles for sm_90 with the ptxas of Triton's wheel: no GPU needed. It runs in a fresh interpreter without
 TRITON_INTERPRET (the compiler needs real JIT objects).
@@ -68,10 +70,16 @@ def _copy(tmp: Path) -> Path:
 
 
 def test_every_shipped_kernel_is_found_launched_and_clean() -> None:
-    rc, doc = _audit()
+    rc, doc = _audit("--digests")  # as make evidence-check asks for it: PP3_PTX_CACHE then compiles it once
     assert rc == 0 and doc["verdict"] == "PASS", doc
     assert set(doc["kernels"]) == KERNELS and doc["unclassified"] == [] and not doc["failed"], doc
     assert doc["functions"] > len(KERNELS) and doc["variants"] >= 2 * len(KERNELS), doc  # helpers; PDL both ways
+    # The screen's instructions: only in the variants of the hardware screen (SCREEN=1), ex2 alone, in every one.
+    screened = set(doc["screen"])
+    assert screened and all(("SCREEN=1" in n) and n.split("[")[0] in ("_verify_tiles_kernel", "_expf_screen_kernel")
+                            for n in screened), sorted(screened)
+    assert all(set(c) == {"ex2.approx.f32"} and c["ex2.approx.f32"] > 0 for c in doc["screen"].values()), doc["screen"]
+    assert doc["screen_function"] == "pp3.kernels._common._expf_screen_ex2"
 
 
 def test_default_options_are_caught() -> None:
@@ -106,6 +114,60 @@ def test_a_planted_kernel_that_an_entry_point_launches_is_audited(tmp_path: Path
     assert rc == 1 and "pp3.kernels._planted._planted_kernel" in doc["kernels"], doc
     found = {name.split("[")[0]: what for name, what in doc["forbidden"].items()}
     assert "approximate op" in found["_planted_kernel"], doc
+
+
+def test_an_approximate_instruction_in_the_screened_kernels_exact_path_is_caught(tmp_path: Path) -> None:
+    """In a copy, launch 1's tile peak (an exact-path value: the argmax and the class) goes through the hardware's
+    exponential too, in the kernel whose screen uses it: every variant of that kernel fails, the screen's own
+    instructions are still counted, and nothing else of it is taken for the screen's."""
+    root = _copy(tmp_path)
+    accept = root / "pp3" / "kernels" / "_accept.py"
+    text = accept.read_text()
+    peak = "    mt = tl.reduce(x, 0, _max_nan)  # NaN for a tile that holds a NaN\n"
+    assert text.count(peak) == 1
+    accept.write_text(text.replace(peak, "    mt = tl.reduce(tl.math.exp2(x), 0, _max_nan)  # planted\n"))
+    rc, doc = _audit("--only", "_verify_tiles_kernel", root=root)
+    assert rc == 1 and doc["verdict"] == "FAIL", doc
+    assert doc["forbidden"] and all(n.startswith("_verify_tiles_kernel[") for n in doc["forbidden"]), doc
+    assert len(doc["forbidden"]) == doc["variants"], doc  # every variant, pinned screen or hardware screen
+    assert all(set(found) == {"approximate op"} for found in doc["forbidden"].values()), doc["forbidden"]
+    assert doc["screen"] and all("SCREEN=1" in n for n in doc["screen"]), doc["screen"]
+
+
+def test_the_screens_allowance_is_its_lines_and_its_instructions_alone() -> None:
+    """``find_forbidden`` on PTX written by hand: ``ex2.approx.f32`` and ``fma.rn.f32`` under a ``.loc`` of the
+    screen's lines (guarded or not; its file wherever the package lies) are counted; the same instructions under
+    another line or another file, an ``.ftz`` or other approximate form under the screen's lines, and any
+    instruction before the first ``.loc`` are findings."""
+    from pp3.audit.ptx import find_forbidden
+
+    screen = ("pp3/kernels/_common.py", range(10, 14))
+    ptx = "\n".join([
+        "\tex2.approx.f32 \t%r0, %r1;",  # no .loc yet: a finding
+        "\t.loc\t2 12 24                 // _common.py:12:24",
+        "\tex2.approx.f32 \t%r1, %r2;",
+        "\t@%p3 ex2.approx.f32 \t%r2, %r3;",
+        "\t.loc\t4 13 2",  # the same file through another path (a cached binary compiled elsewhere)
+        "\tfma.rn.f32 \t%r3, %r4, %r5, %r6;",
+        "\tex2.approx.ftz.f32 \t%r4, %r5;",  # not the allowed form
+        "\trcp.approx.f32 \t%r5, %r6;",
+        "\t.loc\t1 12 3",  # line 12 of another file
+        "\tex2.approx.f32 \t%r6, %r7;",
+        "\t.loc\t3 12 3",  # a file whose name only ends like the screen's
+        "\tex2.approx.f32 \t%r7, %r8;",
+        "\t.loc\t2 14 1",  # past the screen's last line
+        "\tfma.rn.f32 \t%r8, %r9, %r10, %r11;",
+        '\t.file\t1 "/src/pp3/kernels/_accept.py"',
+        '\t.file\t2 "/src/pp3/kernels/_common.py"',
+        '\t.file\t3 "/src/notpp3/kernels/_common.py"',
+        '\t.file\t4 "/tmp/copy" "pp3/kernels/_common.py"',
+    ])
+    found, counted = find_forbidden(ptx, screen)
+    assert counted == {"ex2.approx.f32": 2, "fma.rn.f32": 1}, counted
+    assert sorted(found) == ["approximate op", "flush to zero", "fused multiply-add"], found
+    assert found["approximate op"] == ["ex2.approx.f32 \t%r0, %r1;", "ex2.approx.ftz.f32 \t%r4, %r5;",
+                                       "rcp.approx.f32 \t%r5, %r6;"], found
+    assert find_forbidden(ptx)[1] == {}  # without the screen's lines nothing is the screen's
 
 
 def test_a_planted_kernel_that_nothing_launches_cannot_pass(tmp_path: Path) -> None:

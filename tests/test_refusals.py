@@ -1,6 +1,7 @@
 """Bad calls are refused alike by the custom operators (``torch.ops.pp3.*``), by their fake implementations under
 ``FakeTensorMode`` and by the launchers (``pp3.kernels``): outputs that share memory with each other or with an input
-(the same tensor twice, overlapping views, a view of an input's storage), outputs of the wrong dtype, shape or
+(the same tensor twice, overlapping views, a view of an input's storage; two storages over one memory, from
+``torch.from_numpy`` or DLPack, by the op and the launcher), outputs of the wrong dtype, shape or
 device, inputs on mixed devices (a ``meta`` tensor among CPU or CUDA ones), V = 0. Each case raises the same
 exception class on all three paths, before any launch (the kernels are replaced by ones that fail if launched),
 and the launcher's message names the argument.
@@ -137,6 +138,9 @@ CASES = [
     Case("propose: V = 0", "propose", lambda: [torch.empty(B, 0, device=DEV), *_keys()], ValueError, "logits"),
     Case("propose: position int32", "propose", lambda: _with([_logits(), *_keys()], 4, _keys()[3].int()),
          TypeError, "position"),
+    Case("greedy_out: token over the strided logits (which the launcher copies)", "greedy_out",
+         lambda: (lambda base, o: [base[:, ::2], o[0], base.view(torch.int32)[1, :B], *o[2:]])(
+             torch.randn(B, 2 * V, device=DEV), _proposal()), ValueError, "out.token: shares memory with logits"),
     Case("greedy_out: status is token's first bytes", "greedy_out",
          lambda: (lambda o: [_logits(), o[1].view(torch.int8)[:B], *o[1:]])(_proposal()), ValueError,
          "out.token: shares memory with out.status"),
@@ -261,6 +265,122 @@ def test_every_out_launcher_refuses_shared_memory(name: str, call: Callable[[], 
         call()
 
 
+def _twin(t: Any, how: str) -> Any:
+    """A second tensor over ``t``'s memory with a storage object of its own: ``torch.from_numpy`` of the array
+    under ``t`` (the CPU), or ``torch.from_dlpack(t)`` (any device)."""
+    if how == "numpy":
+        if t.device.type != "cpu":
+            pytest.skip("torch.from_numpy makes CPU tensors")
+        return torch.from_numpy(t.numpy())
+    return torch.from_dlpack(t)
+
+
+def _greedy_ids_tickets(how: str) -> list[Any]:
+    """The issue's reproducer: ids and tickets over one array (the ids would hold the tickets)."""
+    out = _proposal()
+    return [_logits(), out[0], out[1], out[2], _twin(out[2], how)]
+
+
+def _verify_accepted_tokens(how: str) -> list[Any]:
+    """accepted over the first row of tokens (an OK row would read accepted = -1)."""
+    out = _verdict()
+    return [*_verify_inputs(), out[0], _twin(out[2], how).view(-1)[:B], out[2]]
+
+
+def _propose_status_seed(how: str) -> list[Any]:
+    inputs = [_logits(), *_keys()]
+    out = _proposal()
+    return [*inputs, _twin(inputs[2], how).view(torch.int8)[:B], *out[1:]]
+
+
+FOREIGN: list[tuple[str, str, Callable[[str], list[Any]], str]] = [
+    ("greedy_out: tickets over ids", "greedy_out", _greedy_ids_tickets, "out.tickets: shares memory with out.ids"),
+    ("verify_out: accepted over tokens", "verify_out", _verify_accepted_tokens,
+     "out.tokens: shares memory with out.accepted"),
+    ("propose_out: status over seed", "propose_out", _propose_status_seed, "out.status: shares memory with seed"),
+]
+
+
+@pytest.mark.parametrize("how", ["numpy", "dlpack"])
+@pytest.mark.parametrize(("name", "op", "args", "match"), FOREIGN, ids=[c[0] for c in FOREIGN])
+def test_outputs_over_one_memory_through_two_storages_are_refused(
+    name: str, op: str, args: Callable[[str], list[Any]], match: str, how: str, no_launch: None
+) -> None:
+    """Tensors over one memory through two storage objects (``torch.from_numpy`` of one array twice, DLPack) share
+    memory: the launcher and the op refuse them as they refuse two views of one storage. (A fake tensor has no
+    memory, so its storage object is all a fake implementation can compare: the views of test_the_op_its_fake_and_
+    the_launcher_refuse_alike; the op's own check runs on the real tensors, also in a compiled graph.)"""
+    with pytest.raises(ValueError, match=match):
+        _launcher(op, args(how))
+    with pytest.raises(ValueError, match=match):
+        getattr(OPS, op)(*args(how))
+
+
+def _strided_logits_under_token() -> Any:
+    """logits a strided view (every other entry: the launcher reads a contiguous copy), out.token over its
+    entries: the call would overwrite the caller's logits."""
+    base = torch.randn(B, 2 * V, device=DEV)
+    out = _proposal()
+    out[1] = torch.from_dlpack(base).view(torch.int32)[1, :B]
+    return select.greedy(base[:, ::2], out=Proposal(*out))
+
+
+def _strided_draft_under_tokens() -> Any:
+    """draft_tokens a strided view (the launcher copies it), out.tokens over the same memory."""
+    a = _verify_inputs()
+    wide = torch.zeros(B, 2 * D, dtype=torch.int32, device=DEV)
+    wide[:, ::2] = a[2]
+    out = _verdict()
+    return accept.verify(*_with(a, 2, wide[:, ::2]), out=Verdict(out[0], out[1], wide.view(-1)[: B * (D + 1)].view(
+        B, D + 1)))
+
+
+def _finalize_ids_over_keys() -> Any:
+    c, o = _candidates(), _proposal()
+    ids = torch.from_dlpack(c[0]).view(torch.int32).view(-1)[: B * 32].view(B, 32)
+    return select.finalize(Candidates(*c), *_keys(), vocab_size=V, out=Proposal(o[0], o[1], ids, o[3]))
+
+
+def _tile_candidates_flags_over_keys() -> Any:
+    keys = torch.zeros(B, 4, 32, dtype=torch.int64, device=DEV)
+    flags = torch.from_dlpack(keys).view(-1).view(torch.int32)[: B * 4].view(B, 4)
+    return select.tile_candidates(_logits(), tile=32, out=Candidates(keys, flags))
+
+
+def _greedy_sharded_token_over_shard() -> Any:
+    shard = torch.randn(B, 50, device=DEV)
+    out = _proposal()
+    out[1] = torch.from_dlpack(shard).view(torch.int32)[0, :B]
+    return select.greedy_sharded([_logits()[:, :50], shard], out=Proposal(*out))
+
+
+def _propose_sharded_ids_tickets() -> Any:
+    out = _proposal()
+    out[3] = torch.from_dlpack(out[2])
+    return select.propose_sharded([_logits()[:, :50], _logits()[:, 50:]], *_keys(), out=Proposal(*out))
+
+
+MEMORY_CASES: list[tuple[str, Callable[[], Any], str]] = [
+    ("greedy: token over strided logits", _strided_logits_under_token, "out.token: shares memory with logits"),
+    ("verify: tokens over strided draft_tokens", _strided_draft_under_tokens,
+     "out.tokens: shares memory with draft_tokens"),
+    ("finalize: ids over cands.keys", _finalize_ids_over_keys, "out.ids: shares memory with cands.keys"),
+    ("tile_candidates: flags over keys", _tile_candidates_flags_over_keys, "out.flags: shares memory with out.keys"),
+    ("greedy_sharded: token over shards[1]", _greedy_sharded_token_over_shard,
+     r"out.token: shares memory with shards\[1\]"),
+    ("propose_sharded: tickets over ids", _propose_sharded_ids_tickets, "out.tickets: shares memory with out.ids"),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "match"), MEMORY_CASES, ids=[c[0] for c in MEMORY_CASES])
+def test_every_out_launcher_judges_memory_not_storage_objects(name: str, call: Callable[[], Any], match: str,
+                                                              no_launch: None) -> None:
+    """Every out= launcher compares memory (two storage objects over one buffer) and the caller's own input
+    tensors (a strided input that the launcher copies still may not be overwritten)."""
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
 def test_disjoint_views_of_one_storage_are_accepted() -> None:
     """Outputs cut from one buffer without overlap (adjacent byte ranges) are accepted and written."""
     x = _logits()
@@ -272,3 +392,39 @@ def test_disjoint_views_of_one_storage_are_accepted() -> None:
     got = select.propose(x, *_keys(), out=Proposal(status, token, ids, tickets))
     for f in ("status", "token", "ids", "tickets"):
         assert torch.equal(getattr(got, f), getattr(want, f)), f
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda x: select.greedy_sharded(x), lambda x: select.propose_sharded(x, *_keys())],
+    ids=["greedy_sharded", "propose_sharded"],
+)
+def test_sharded_calls_refuse_a_tensor_for_shards(call: Callable[[Any], Any], no_launch: None) -> None:
+    """One [B, V] tensor where a list of shards is expected is a TypeError naming ``shards`` (its truth value, which
+    the empty-list check took, is ambiguous)."""
+    with pytest.raises(TypeError, match=r"^shards: expected a sequence"):
+        call(_logits())
+
+
+def test_propose_refuses_a_tile_its_selector_would_not_use(no_launch: None) -> None:
+    """``tile`` is the tile selector's: propose on one tensor runs the segment selector unless told otherwise, and
+    refuses a tile it would not use (it used to ignore it) rather than switching selectors behind the caller's back."""
+    from pp3.kernels import LaunchConfig
+
+    for selector, runs in (("auto", "segment"), ("segments", "segment"), ("onelaunch", "one-launch"), ("rows", "row")):
+        with pytest.raises(ValueError, match=rf"^tile: propose on one tensor runs the {runs} selector"):
+            select.propose(_logits(), *_keys(), tile=64, launch=LaunchConfig(selector=selector))
+    with pytest.raises(ValueError, match=r"^tile: propose_sharded on one tensor"):
+        select.propose_sharded([_logits()], *_keys(), tile=64)
+
+
+def test_propose_uses_a_tile_where_its_selector_has_one() -> None:
+    """A tile with the tile selector, or over shards, is used (the same bits as the default: SPEC.md §9)."""
+    from pp3.kernels import LaunchConfig
+
+    x, keys = _logits(), _keys()
+    want = select.propose(x, *keys)
+    for got in (select.propose(x, *keys, tile=32, launch=LaunchConfig(selector="tiles")),
+                select.propose_sharded([x[:, :50], x[:, 50:]], *keys, tile=32)):
+        for f in ("status", "token", "ids", "tickets"):
+            assert torch.equal(getattr(got, f), getattr(want, f)), f

@@ -1,5 +1,6 @@
 """Write the golden vectors of SPEC.md, computed by the NumPy reference: pp3/conformance/dyadic24-floor-first-v1.jsonl
-(the selector, §2-§8) and pp3/conformance/accept-dyadic24-v1.jsonl (the verifier, §11).
+(the selector, §2-§8), pp3/conformance/accept-dyadic24-v1.jsonl (the verifier, §11), and the draft trees' (§12)
+tree-draw-dyadic24-v1.jsonl, accept-tree-dyadic24-v1.jsonl and walk-tree-dyadic24-v1.jsonl.
 
 Run: python tools/gen_golden.py   (make golden). The files are generated, never edited by hand; tests/test_golden.py
 checks that build() and build_accept() reproduce them byte for byte. Every case is deterministic: random data comes
@@ -20,7 +21,18 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make pp3 and tools importable
 
-from pp3.reference import ACCEPT_SEMANTIC_ID, DEFAULT_TAU, SEMANTIC_ID, TICKETS, K, proposal_uniform, propose
+from pp3.reference import (
+    ACCEPT_SEMANTIC_ID,
+    DEFAULT_TAU,
+    SEMANTIC_ID,
+    TICKETS,
+    K,
+    TreeProposal,
+    TreeVerdict,
+    proposal_uniform,
+    propose,
+    propose_tree,
+)
 from pp3.testing.call import FORMATS, AcceptCall
 from pp3.testing.drafts import (
     BROKEN_DRAFTS,
@@ -34,12 +46,19 @@ from pp3.testing.drafts import (
 )
 from pp3.testing.golden import (
     ACCEPT_GOLDEN_FILE,
+    ACCEPT_TREE_GOLDEN_FILE,
     GOLDEN_FILE,
+    TREE_DRAW_GOLDEN_FILE,
+    WALK_TREE_GOLDEN_FILE,
     AcceptCase,
     Case,
     Expected,
+    TreeDrawCase,
+    TreeVerifyCase,
     accept_case_to_json,
     dumps,
+    tree_draw_case_to_json,
+    tree_verify_case_to_json,
 )
 
 F32_MAX = float(np.finfo(np.float32).max)
@@ -505,6 +524,346 @@ def build() -> str:
     return text
 
 
+# --- the draft trees' cases (§12) ----------------------------------------------------------------------------------
+
+TREE_2X2 = [-1, 0, 0, 1, 1, 2, 2]
+TREE_421 = [-1, 0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, *range(5, 13)]
+TREE_WIDE8 = [-1] + [0] * 8
+TREE_CHAIN4 = [-1, 0, 1, 2, 3]
+TREE_UNEVEN = [-1, 0, 0, 0, 1, 1, 3]  # node 2 is a leaf at depth 1; nodes 1 and 3 have 2 and 1 children
+
+
+def _bits(values: npt.NDArray[np.generic], dtype: str) -> npt.NDArray[Any]:
+    """fp32 / fp16 values as raw bits, or uint16 bf16 bits as they are."""
+    if dtype == "bfloat16":
+        return np.asarray(values, dtype=np.uint16)
+    if dtype == "float16":
+        return np.asarray(values, dtype=np.float16).view(np.uint16)
+    return np.asarray(values, dtype=np.float32).view(np.uint32)
+
+
+def _rows(v: Sequence[int] | int, b: int) -> npt.NDArray[np.uint64]:
+    return np.array([v] * b if isinstance(v, int) else list(v), dtype=np.uint64)
+
+
+def _temps(temp: Sequence[float] | float, b: int) -> npt.NDArray[np.float32]:
+    return np.array([temp] * b if isinstance(temp, float | int) else list(temp), dtype=np.float32)
+
+
+def tree_draw_case(name: str, reason: str, logits: npt.NDArray[np.generic], parents: list[int], nodes: Sequence[int],
+                   temp: Sequence[float] | float = 1.0, seed: Sequence[int] | int = 1, rnd: Sequence[int] | int = 0,
+                   pos: Sequence[int] | int = 0, tau: float = 1.0, children: str = "sampled",
+                   dtype: str = "float32") -> TreeDrawCase:
+    """A propose_tree case ([B, M, V] logits for the M ``nodes``) whose expected outputs are the reference's."""
+    b = logits.shape[0]
+    case = TreeDrawCase(name, reason, dtype, _bits(logits, dtype).copy(), _temps(temp, b), _rows(seed, b),
+                        _rows(rnd, b), _rows(pos, b), parents, list(nodes), np.float32(tau), children,
+                        TreeProposal(np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                                     np.zeros(0, np.int32)))
+    return dataclasses.replace(case, expected=case.run())
+
+
+def tree_logits(key: int, b: int, n: int, v: int, scale: float = 2.0) -> npt.NDArray[np.float32]:
+    return logits_like(key, b * n, v, scale).reshape(b, n, v)
+
+
+def drafted(key: int, parents: list[int], b: int, v: int, temp: Sequence[float] | float, seed: Sequence[int],
+            rnd: int, pos: Sequence[int], children: str = "sampled", noise: float = 1.0
+            ) -> tuple[npt.NDArray[np.float32], dict[str, npt.NDArray[Any]]]:
+    """Target logits [B, N+1, V] and a tree drafted by the reference from drafter logits near them (node u's
+    drafter row: the target's row u plus noise; every node in one call)."""
+    n1 = len(parents)
+    target = tree_logits(key, b, n1, v)
+    drafter = (target + tree_logits(key + 1, b, n1, v, noise)).astype(np.float32)
+    prop = propose_tree(drafter, _temps(temp, b), _rows(seed, b), rnd, _rows(pos, b), parents, np.arange(n1), 1.0,
+                        children)  # type: ignore[arg-type]
+    return target, {"draft_tokens": prop.tokens.copy(), "draft_status": prop.status.copy(),
+                    "draft_ids": prop.ids.copy(), "draft_tickets": prop.tickets.copy()}
+
+
+def tree_verify_case(name: str, reason: str, target: npt.NDArray[np.generic], parents: list[int],
+                     draft: dict[str, npt.NDArray[Any]], temp: Sequence[float] | float = 1.0,
+                     seed: Sequence[int] | int = 1, rnd: Sequence[int] | int = 0, pos: Sequence[int] | int = 0,
+                     dtype: str = "float32", walk: bool = False) -> TreeVerifyCase:
+    """A verify_tree (or, with ``walk``, verify_walk) case whose expected outputs are the reference's."""
+    b = target.shape[0]
+    case = TreeVerifyCase(
+        name, reason, dtype, _bits(target, dtype).copy(), _temps(temp, b), parents,
+        np.asarray(draft["draft_tokens"], dtype=np.int32), np.asarray(draft["draft_status"], dtype=np.int8),
+        None if walk else np.asarray(draft["draft_ids"], dtype=np.int32),
+        None if walk else np.asarray(draft["draft_tickets"], dtype=np.int32),
+        _rows(seed, b), _rows(rnd, b), _rows(pos, b),
+        TreeVerdict(np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros((0, 0), np.int32),
+                    np.zeros((0, 0), np.int32)),
+    )
+    return dataclasses.replace(case, expected=case.run())
+
+
+def build_tree_draw_cases() -> list[TreeDrawCase]:
+    cases: list[TreeDrawCase] = []
+    add = cases.append
+    seeds = u64s(1000, 8)
+    add(tree_draw_case("root_of_2x2", "the root of a 2x2 tree: two children drawn without replacement from the "
+                       "node's tickets (§12.4 D4) at T = 1, 0.5, 2, +inf", tree_logits(1001, 4, 1, 40), TREE_2X2, [0],
+                       temp=[1.0, 0.5, 2.0, INF], seed=seeds[:4], rnd=3, pos=[0, 5, 1 << 40, 7]))
+    add(tree_draw_case("level_1_of_2x2", "the two depth-1 nodes of a 2x2 tree in one call: each on its own tree "
+                       "stream (position + 1, columns 0 and 1)", tree_logits(1002, 4, 2, 40), TREE_2X2, [1, 2],
+                       seed=seeds[:4], rnd=3, pos=[0, 5, 1 << 40, 7]))
+    add(tree_draw_case("every_node_of_4_2_1", "all 21 nodes of a 4-2-1 tree in one call, leaves included (their "
+                       "slots are computed, nothing is drawn)", tree_logits(1003, 2, 21, 50), TREE_421,
+                       range(21), seed=seeds[:2], rnd=9, pos=[100, 200]))
+    add(tree_draw_case("wide8_temperatures", "8 children of the root drawn without replacement at T = 0.5, 1, 2, "
+                       "+inf; a T0 row takes the first 8 in the §4.1 order with D3's slots",
+                       tree_logits(1004, 5, 1, 40), TREE_WIDE8, [0], temp=[0.5, 1.0, 2.0, INF, 0.0],
+                       seed=seeds[:5]))
+    add(tree_draw_case("top_k_children", "children = \"top-k\": the first k in the §4.1 order, no random numbers; "
+                       "the slots are still the node's q (§5) at sampled temperatures", tree_logits(1005, 3, 1, 40),
+                       TREE_WIDE8, [0], temp=[1.0, 2.0, 0.0], seed=seeds[:3], children="top-k"))
+    ties = f32([[1.0, 3.0, 3.0, 2.0, 3.0, -0.0, 0.0, 3.0], [0.0, -0.0, 0.0, -0.0, -1.0, -1.0, 5.0, -INF],
+                [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]])[:, None, :]
+    for children in ("sampled", "top-k"):
+        add(tree_draw_case(f"ties_{children.replace('-', '_')}", f"equal logits and -0.0 = +0.0 (§4.1): ranked "
+                           f"children and T0 slots go to the lower ID; children = {children}", ties,
+                           [-1, 0, 0, 0, 0], [0], temp=[0.0, 1.0, 0.5], seed=[1, 2, 3], children=children))
+    x = np.full((4, 1, 30), -INF, dtype=np.float32)
+    x[:, 0, [2, 5, 11, 17, 23, 29]] = tree_logits(1006, 4, 1, 6)[:, 0]
+    add(tree_draw_case("neg_inf_masks_k_equals_the_support", "-inf masks: 6 finite entries and 6 children: k "
+                       "equal to the support, drawn (sampled), ranked (T0) and top-k", x, [-1] + [0] * 6, [0],
+                       temp=[1.0, 2.0, 0.0, 1.0], seed=seeds[:4]))
+    x = f32([[0.0, -1.0, -200.0, -INF, -INF], [0.0, -1.0, -2.0, -INF, -INF], [0.0, -1.0, -2.0, -INF, -INF],
+             [0.0, -1.0, -2.0, -3.0, -INF]])[:, None, :]
+    add(tree_draw_case("small_support", "k = 3 children: a member with 0 tickets (e^-200) leaves 2 drawable slots "
+                       "(SMALL_SUPPORT, §12.4 D2); a T0 row with F = 3 gives them; a sampled row with F = 3 draws "
+                       "all three; F = 4 leaves one", x, [-1, 0, 0, 0], [0], temp=[1.0, 0.0, 1.0, 1.0],
+                       seed=seeds[:4]))
+    add(tree_draw_case("small_support_top_k", "top-k children need min(K, F) >= k entries: F = 3 < 4 is "
+                       "SMALL_SUPPORT; zero-ticket members are ranked children", f32([[0.0, -1.0, -200.0, -INF],
+                                                                                   [0.0, -200.0, -300.0, -1.0]])
+                       [:, None, :], [-1, 0, 0, 0, 0], [0], temp=[1.0, 1.0], children="top-k"))
+    x = tree_logits(1007, 6, 3, 12)
+    x[0, 0, 4] = NAN
+    x[1, 1, 0] = INF
+    x[2, 2, :] = -INF
+    x[4, 1, 7] = f32_from_bits(0x7FC00001)
+    add(tree_draw_case("failed_nodes", "a NaN, +inf or all -inf row fails its node only (status 1-3, empty slots, "
+                       "children -1); a NaN or negative temperature fails every node of its request",
+                       x, TREE_2X2, [0, 1, 2], temp=[1.0, 1.0, 1.0, NAN, 0.0, -1.0], seed=seeds[:6]))
+    x = np.zeros((3, 1, 40), dtype=np.float32)
+    x[:, 0, 17] = 10.0  # e^-10 2^24 / S: about 760 tickets on each of the 31 others, the rest on token 17
+    add(tree_draw_case("child_with_the_largest_tickets", "one slot holds 99.9% of the 2^24 tickets: the first child "
+                       "is it in almost every draw, the others come from the few tickets left", x, [-1, 0, 0, 0],
+                       [0], seed=seeds[:3]))
+    ext = [0, 1 << 63, U64]
+    add(tree_draw_case("uint64_extremes_wrap", "seed, round 0 / 2^63 / 2^64-1; position 2^64-1: the depth-1 nodes' "
+                       "children are drawn at position 0 (mod 2^64)", tree_logits(1008, 3, 2, 40), TREE_2X2, [1, 2],
+                       seed=ext, rnd=ext[::-1], pos=[U64, U64, U64 - 1]))
+    add(tree_draw_case("fp16_logits", "fp16 drafter logits, widened exactly (§2.1)",
+                       tree_logits(1009, 2, 3, 40).astype(np.float16), TREE_2X2, [0, 1, 2], seed=[1, 2],
+                       dtype="float16"))
+    add(tree_draw_case("bf16_logits", "bf16 drafter logits (bits << 16, §2.1)",
+                       (tree_logits(1010, 2, 3, 40).view(np.uint32) >> np.uint32(16)).astype(np.uint16), TREE_2X2,
+                       [0, 1, 2], seed=[1, 2], dtype="bfloat16"))
+    add(tree_draw_case("chain_of_1", "k = 1 at every node: the slots are the selector's (§7), the child a draw of "
+                       "the selector's law from DOMAIN_TREE words (§12.4 Chains); a request of 40 equal logits",
+                       np.concatenate([tree_logits(1011, 3, 4, 40), np.zeros((1, 4, 40), np.float32)]),
+                       TREE_CHAIN4, range(4), seed=[1, 2, 3, 4]))
+    return cases
+
+
+def build_tree_accept_cases() -> list[TreeVerifyCase]:
+    cases: list[TreeVerifyCase] = []
+    add = cases.append
+    seeds, poss = u64s(2000, 8), [int(p) >> 24 for p in u64s(2001, 8)]
+    for name, parents, b in (("2x2", TREE_2X2, 8), ("4_2_1", TREE_421, 4), ("uneven", TREE_UNEVEN, 6)):
+        target, draft = drafted(2010 + b, parents, b, 40, 1.0, seeds[:b], 2, poss[:b])
+        add(tree_verify_case(f"sampled_{name}", f"a sampled {name.replace('_', '-')} tree, T = 1, V = 40: children "
+                             "tested in draw order against the floored residual (§12.6 N1-N4), descent into the "
+                             "accepted child, the correction (N5) or the bonus at a final node", target, parents,
+                             draft, seed=seeds[:b], rnd=2, pos=poss[:b]))
+    temps = [0.5, 1.0, 2.0, INF] * 2
+    target, draft = drafted(2020, TREE_WIDE8, 8, 40, temps, seeds, 4, poss)
+    add(tree_verify_case("sampled_wide8_temperatures", "8 siblings at T = 0.5, 1, 2, +inf: up to 8 tests per node, "
+                         "the later ones in N3's second case", target, TREE_WIDE8, draft, temp=temps, seed=seeds,
+                         rnd=4, pos=poss))
+    target, draft = drafted(2030, TREE_WIDE8, 8, 40, 1.0, seeds, 5, poss, noise=6.0)
+    add(tree_verify_case("far_drafter_many_rejections", "a drafter far from the target: most siblings are rejected, "
+                         "N3's second case with bounds Q'(c) Σ up to 2^64 (Lemire rejects a word with probability up "
+                         "to 1/2, §12.3), residuals renormalised by N1", target, TREE_WIDE8, draft, seed=seeds, rnd=5,
+                         pos=poss))
+    for name, parents in (("2x2", TREE_2X2), ("4_2_1", TREE_421)):
+        target, draft = drafted(2040 + len(parents), parents, 4, 40, 0.0, seeds[:4], 0, poss[:4], noise=0.3)
+        add(tree_verify_case(f"t0_{name}", "T0 rows (+0.0, -0.0): ranked children with D3's slots; descend into the "
+                             "child that is the target's argmax, else emit it (§12.6 T0)", target, parents, draft,
+                             temp=[0.0, -0.0, 0.0, -0.0], seed=seeds[:4], pos=poss[:4]))
+    target, draft = drafted(2050, TREE_CHAIN4, 6, 40, 1.0, seeds[:6], 1, poss[:6])
+    add(tree_verify_case("chain", "a chain of depth 4 (§12.10): §11 bit for bit, path = 1 .. a", target, TREE_CHAIN4,
+                         draft, seed=seeds[:6], rnd=1, pos=poss[:6]))
+    target, draft = drafted(2060, TREE_2X2, 5, 40, 1.0, seeds[:5], 0, poss[:5])
+    draft["draft_status"][0, 0] = 1  # the root failed: the bonus from P_0
+    draft["draft_status"][1, 1] = 6  # node 1 failed: its children 3, 4 are not live ...
+    target[1, 3:5, 0] = NAN  # ... and their NaN target rows are ignored
+    draft["draft_tokens"][1, 3:5] = [-(1 << 31), (1 << 31) - 1]
+    draft["draft_status"][2, 2] = 3  # node 2 failed: children 5, 6 garbage
+    draft["draft_ids"][2, 2] = 1 << 30
+    draft["draft_status"][3, 1:3] = [2, 1]  # both depth-1 nodes failed
+    add(tree_verify_case("failed_draws_truncate", "a failed draw (any non-zero status) truncates the tree below its "
+                         "node (§12.5 V1): at the root, at node 1 with NaN target rows and garbage below, at node 2, "
+                         "at both; the failed node is final (its bonus)", target, TREE_2X2, draft, seed=seeds[:5],
+                         pos=poss[:5]))
+    target, draft = drafted(2070, TREE_2X2, 5, 40, 1.0, seeds[:5], 0, poss[:5])
+    target[0, 6, 3] = NAN
+    target[0, 4, 1] = INF  # row 0: node 4 (+inf) is below node 6 (NaN) in index: POS_INF_LOGIT
+    target[1, 5, :] = -INF  # a leaf's target row: ZERO_MASS
+    target[2, 3, 0] = NAN
+    draft["draft_status"][2, 1] = 1  # row 2: node 3 is not live: OK
+    draft["draft_tokens"][3, 1] = 40  # row 3: an invalid draft, but node 0's target row is NaN
+    target[3, 0, 9] = NAN
+    add(tree_verify_case("target_row_status", "the class of the lowest live node whose target row is bad (§12.5 V2, "
+                         "V4): +inf at node 4 before NaN at node 6, zero mass at a leaf, a NaN below a failed node "
+                         "ignored, a bad target row before an invalid draft", target, TREE_2X2, draft,
+                         seed=seeds[:5], pos=poss[:5]))
+    target, draft = drafted(2080, TREE_2X2, 5, 40, 1.0, seeds[:5], 0, poss[:5])
+    add(tree_verify_case("bad_temperature", "NaN, -1, -inf, -2^-149 target temperatures fail the row; -0.0 is T0",
+                         target, TREE_2X2, draft, temp=[NAN, -1.0, -INF, -1e-45, -0.0], seed=seeds[:5],
+                         pos=poss[:5]))
+    add(bad_tree_drafts(seeds, poss))
+    x = f32([[[0.0, 1.0, -1.0, 0.5]] * 5] * 4)
+    prop = propose_tree(f32([[[0.3, 0.2, 0.1, 0.0]] * 5] * 4), 1.0, seeds[:4], 0, 0, [-1, 0, 0, 0, 0], range(5))
+    add(tree_verify_case("k_equals_the_support", "V = 4 and 4 children at the root: every token is a child, the "
+                         "last one tested against what the first three left", x, [-1, 0, 0, 0, 0],
+                         {"draft_tokens": prop.tokens, "draft_status": prop.status, "draft_ids": prop.ids,
+                          "draft_tickets": prop.tickets}, seed=seeds[:4]))
+    drafter = np.zeros((8, 3, 40), dtype=np.float32)
+    drafter[:, :, 17] = 10.0  # q: 99.9% of the tickets on token 17, about 760 on each of the 31 others
+    x = tree_logits(2085, 8, 3, 40, 0.5)  # the target: nearly uniform, p(17) about 1/40
+    prop = propose_tree(drafter, 1.0, seeds, 0, 0, [-1, 0, 0], range(3))
+    assert (prop.tokens[:, 1] == 17).all()
+    add(tree_verify_case("child_with_the_largest_tickets", "the first child (token 17) holds 99.9% of q's tickets and "
+                         "about 1/40 of p: it is mostly rejected, and the second child is tested against q with its "
+                         "tickets removed (S = the 2^24 - Q(17) tickets left)", x, [-1, 0, 0],
+                         {"draft_tokens": prop.tokens, "draft_status": prop.status, "draft_ids": prop.ids,
+                          "draft_tickets": prop.tickets}, seed=seeds))
+    add(point_mass_residual())
+    ext = [0, 1 << 63, U64]
+    target, draft = drafted(2090, TREE_2X2, 3, 40, 1.0, ext, int(U64), [U64, U64 - 1, 0])
+    add(tree_verify_case("uint64_extremes", "seed 0, 2^63, 2^64-1; round 2^64-1; positions 2^64-1, 2^64-2: node "
+                         "streams at position + depth wrap mod 2^64", target, TREE_2X2, draft, seed=ext,
+                         rnd=int(U64), pos=[U64, U64 - 1, 0]))
+    target, draft = drafted(2100, TREE_2X2, 3, 64, 1.0, seeds[:3], 4, poss[:3])
+    add(tree_verify_case("fp16_target", "fp16 target logits, widened exactly (§2.1)", target.astype(np.float16),
+                         TREE_2X2, draft, seed=seeds[:3], rnd=4, pos=poss[:3], dtype="float16"))
+    bf16 = (target.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    add(tree_verify_case("bf16_target", "bf16 target logits (bits << 16, §2.1)", bf16, TREE_2X2, draft,
+                         seed=seeds[:3], rnd=4, pos=poss[:3], dtype="bfloat16"))
+    target, draft = drafted(2110, TREE_2X2, 3, 40, 1.0, seeds[:3], 0, poss[:3])
+    draft["draft_status"][:, 3:] = [[9, -1, 127, 5]] * 3  # leaves: statuses, slots and node 0's token never read
+    draft["draft_ids"][:, 3:] = (1 << 31) - 1
+    draft["draft_tickets"][:, 3:] = -(1 << 31)
+    draft["draft_tokens"][:, 0] = -7
+    add(tree_verify_case("ignored_entries", "entries §12.5 never reads are row data of any value: the leaves' "
+                         "statuses and slots, the root's token", target, TREE_2X2, draft, seed=seeds[:3],
+                         pos=poss[:3]))
+    return cases
+
+
+def bad_tree_drafts(seeds: list[int], poss: list[int]) -> TreeVerifyCase:
+    """One invalid expanding node per row (§12.5 V3), and a valid row."""
+    target, draft = drafted(2120, TREE_2X2, 7, 40, [1.0] * 6 + [0.0], seeds[:7], 0, poss[:7])
+    tok, ids, tix = draft["draft_tokens"], draft["draft_ids"], draft["draft_tickets"]
+    tok[0, 2] = tok[0, 1]  # duplicate siblings
+    tok[1, 3] = sorted(set(range(40)) - set(ids[1, 1].tolist()))[0]  # a child in no slot of node 1
+    k = int(np.flatnonzero(ids[2, 0] == tok[2, 2])[0])  # the second child of the root keeps its slot, 0 tickets
+    other = int(np.flatnonzero((ids[2, 0] >= 0) & (tix[2, 0] > 0) & (np.arange(K) != k))[0])
+    tix[2, 0, other] += tix[2, 0, k]
+    tix[2, 0, k] = 0
+    tix[3, 2, 0] += 1  # node 2's slots sum to 2^24 + 1
+    ids[4, 1, [0, 1]] = ids[4, 1, [1, 0]]  # node 1's slots out of order
+    tix[4, 1, [0, 1]] = tix[4, 1, [1, 0]]
+    tok[5, 5] = 40  # a child ID >= V
+    tix[6, 0, :2] = tix[6, 0, 1::-1]  # T0 row: the first child (the argmax) with 0 tickets
+    return tree_verify_case("bad_drafts", "BAD_DRAFT (§12.5 V3): duplicate siblings, a child in no slot, a later "
+                            "child with 0 tickets on a sampled row, slots summing to 2^24 + 1, slots out of order, a "
+                            "child ID >= V, a T0 row's first child with 0 tickets", target, TREE_2X2, draft,
+                            temp=[1.0] * 6 + [0.0], seed=seeds[:7], pos=poss[:7])
+
+
+def point_mass_residual() -> TreeVerifyCase:
+    """P = (2^39, 2^39), Q = (3 2^22, 2^22), children (0, 1): token 0 is rejected with probability 1/3, leaving the
+    residual 2^38 tickets on token 1 alone, which N1 shifts to 2^40; the second child, token 1, is then accepted."""
+    b = 16
+    ids = np.full((b, 3, K), -1, np.int32)
+    tix = np.zeros((b, 3, K), np.int32)
+    ids[:, 0, :2] = [0, 1]
+    tix[:, 0, :2] = [3 << 22, 1 << 22]
+    draft: dict[str, npt.NDArray[Any]] = {"draft_tokens": np.tile(np.array([-1, 0, 1], np.int32), (b, 1)),
+                                          "draft_status": np.zeros((b, 3), np.int8), "draft_ids": ids,
+                                          "draft_tickets": tix}
+    case = tree_verify_case("residual_point_mass", "P = (2^39, 2^39), Q = (3 2^22, 2^22), children 0 then 1: after "
+                            "rejecting token 0 the residual is a point mass on token 1 (2^38 tickets, shifted by "
+                            "b = 2 to 2^40), and the second child is always accepted (§12.6 N1-N4)",
+                            np.zeros((b, 3, 2), np.float32), [-1, 0, 0], draft, seed=list(range(b)))
+    assert set(case.expected.path[:, 0].tolist()) == {1, 2}, "both children must be accepted in some row"
+    return case
+
+
+def build_tree_walk_cases() -> list[TreeVerifyCase]:
+    cases: list[TreeVerifyCase] = []
+    add = cases.append
+    seeds, poss = u64s(3000, 8), [int(p) >> 24 for p in u64s(3001, 8)]
+    temps = [0.5, 1.0, 2.0, INF, 0.5, 1.0, 2.0, 0.0]
+    for name, parents, v in (("2x2", TREE_2X2, 10), ("4_2_1", TREE_421, 10), ("wide8", TREE_WIDE8, 40)):
+        target, draft = drafted(3018 + len(parents), parents, 8, v, temps, seeds, 1, poss, "top-k")
+        add(tree_verify_case(f"top_k_{name}", f"a deterministic top-k {name.replace('_', '-')} tree, V = {v}, at "
+                             "T = 0.5, 1, 2, +inf and T0: draw y from p at each node (its residual stream, §12.9 W1) "
+                             "and descend while y is a child (W2)", target, parents, draft, temp=temps, seed=seeds,
+                             rnd=1, pos=poss, walk=True))
+    target, draft = drafted(3030, TREE_2X2, 8, 12, 1.0, seeds, 2, poss, noise=0.3)
+    add(tree_verify_case("sampled_children", "the walk verifies any children: a tree of sampled children (its "
+                         "slots are not read), V = 12", target, TREE_2X2, draft, seed=seeds, rnd=2, pos=poss,
+                         walk=True))
+    target, draft = drafted(3040, TREE_CHAIN4, 6, 40, 1.0, seeds[:6], 3, poss[:6], "top-k", noise=0.3)
+    add(tree_verify_case("chain", "a top-1 chain by the walk: a draft x is accepted with probability p(x) (not "
+                         "§11's min(1, p/q))", target, TREE_CHAIN4, draft, seed=seeds[:6], rnd=3, pos=poss[:6],
+                         walk=True))
+    target, draft = drafted(3050, TREE_2X2, 7, 40, 1.0, seeds[:7], 0, poss[:7], "top-k")
+    draft["draft_status"][0, 0] = 1
+    draft["draft_status"][1, 1] = 6
+    target[1, 3:5, :] = NAN  # below the failed node 1: ignored
+    draft["draft_tokens"][2, 2] = draft["draft_tokens"][2, 1]  # duplicate siblings: BAD_DRAFT
+    draft["draft_tokens"][3, 6] = -1  # a child out of range: BAD_DRAFT
+    target[4, 2, 0] = INF
+    target[6, 5, 3] = NAN
+    add(tree_verify_case("status", "the walk's statuses (§12.5 with its V3): a failed root or node 1 truncates (NaN "
+                         "rows below ignored), duplicate siblings or a child out of range is BAD_DRAFT, +inf or NaN "
+                         "at a live node fails the row, so does a NaN temperature", target, TREE_2X2, draft,
+                         temp=[1.0] * 5 + [NAN, 1.0], seed=seeds[:7], pos=poss[:7], walk=True))
+    ext = [0, 1 << 63, U64]
+    target, draft = drafted(3060, TREE_2X2, 3, 40, 1.0, ext, int(U64), [U64, U64 - 1, 0], "top-k")
+    add(tree_verify_case("uint64_extremes", "uint64-extreme keys; positions that wrap mod 2^64 with the depth",
+                         target, TREE_2X2, draft, seed=ext, rnd=int(U64), pos=[U64, U64 - 1, 0], walk=True))
+    return cases
+
+
+def build_tree_file(cases: Sequence[TreeDrawCase | TreeVerifyCase]) -> str:
+    text = "".join((tree_draw_case_to_json(c) if isinstance(c, TreeDrawCase) else tree_verify_case_to_json(c)) + "\n"
+                   for c in cases)
+    if len(text.encode()) > MAX_BYTES:
+        raise RuntimeError(f"tree golden file would be {len(text.encode())} bytes > {MAX_BYTES}")
+    return text
+
+
+def build_tree_draw() -> str:
+    return build_tree_file(build_tree_draw_cases())
+
+
+def build_accept_tree() -> str:
+    return build_tree_file(build_tree_accept_cases())
+
+
+def build_walk_tree() -> str:
+    return build_tree_file(build_tree_walk_cases())
+
+
 def main() -> None:
     text = build()
     GOLDEN_FILE.write_text(text)
@@ -513,6 +872,11 @@ def main() -> None:
     text = build_accept()
     ACCEPT_GOLDEN_FILE.write_text(text)
     print(f"wrote {ACCEPT_GOLDEN_FILE} ({ACCEPT_SEMANTIC_ID}): {text.count(chr(10))} cases, {len(text.encode())} bytes")
+    for path, build_file in ((TREE_DRAW_GOLDEN_FILE, build_tree_draw), (ACCEPT_TREE_GOLDEN_FILE, build_accept_tree),
+                             (WALK_TREE_GOLDEN_FILE, build_walk_tree)):
+        text = build_file()
+        path.write_text(text)
+        print(f"wrote {path} ({path.stem}): {text.count(chr(10))} cases, {len(text.encode())} bytes")
 
 
 if __name__ == "__main__":

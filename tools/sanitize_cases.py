@@ -11,7 +11,8 @@ adversarial and bound-defeating rows), ``propose_sharded``,
 swapped or repeated in a tile, unknown flag bits, keys the flags deny, tiles out of ID order, all-zero, all -1 and
 random keys, empty tiles; IDs past the vocabulary, overlapping shards), and ``verify``
 (depths 1, 3, 5; fp32/bf16; real drafts, failed and invalid drafts, point masses on the target's argmax, NaN and
-+inf target rows; V = 163840 at B = 2 on the GPU), and the adapters' row gather (``pp3.kernels.launchers.gather_rows``:
++inf target rows; V = 163840 at B = 2 on the GPU; as shipped, and at depth 5 in its other variants too,
+``VERIFY_NEXT``), and the adapters' row gather (``pp3.kernels.launchers.gather_rows``:
 every element width, rows of 1 … 163840 elements, invalid rows whose index points past the source, fill rows after
 the drafts, offsets past the flattened rows; through the ragged adapters on the GPU). Sizes are small where they can
 be: a sanitizer runs kernels 10-100x slower.
@@ -62,9 +63,15 @@ def _big(dev: torch.device) -> int:
     return 163840 if dev.type == "cuda" else 5000
 
 
+def _mid(dev: torch.device) -> int:
+    """The middle vocabulary: 5000 on the GPU; 1100 in the interpreter (two tiles of 1024, a ragged last), which
+    only shows that each case runs (the parity suites check the interpreter's results)."""
+    return 5000 if dev.type == "cuda" else 1100
+
+
 def selector_cases(dev: torch.device, g: torch.Generator) -> None:
     for dt in (torch.float32, torch.float16, torch.bfloat16):
-        for v in (1, 31, 33, 5000):
+        for v in (1, 31, 33, _mid(dev)):
             x = (torch.randn(6, v, device=dev, generator=g) * 4).to(dt)
             select.propose(x, *_keys(6, dev))
             select.propose(_adversarial(x), *_keys(6, dev, (1.0, float("nan"), -1.0, 0.0)))
@@ -142,9 +149,15 @@ def malformed_candidates(dev: torch.device, g: torch.Generator) -> None:
             raise AssertionError("finalize failed other rows than the candidates' contract says")
 
 
+# The verifier's other variants (its screen by ex2.approx.f32, launch 3 by the handed-over word): the ordinary,
+# failed-row and marked-request calls of the depth-5 shape again in them.
+VERIFY_NEXT = LaunchConfig(screen="ex2", handover=True)
+
+
 def verifier_cases(dev: torch.device, g: torch.Generator) -> None:
-    shapes = ((torch.float32, 1, 4, 5000), (torch.bfloat16, 3, 4, 5000), (torch.float32, 5, 2, _big(dev)))
+    shapes = ((torch.float32, 1, 4, _mid(dev)), (torch.bfloat16, 3, 4, _mid(dev)), (torch.float32, 5, 2, _big(dev)))
     for dt, depth, b, v in shapes:
+        hows = (LaunchConfig(screen="pinned", handover=False),) + ((VERIFY_NEXT,) if depth == 5 else ())
         target = (torch.randn(b, depth + 1, v, device=dev, generator=g) * 3).to(dt)
         temp, seed, rnd, pos = _keys(b, dev)
         props = [select.propose(target[:, j].float() + 0.1, temp, seed, rnd, pos + j) for j in range(depth)]
@@ -152,7 +165,8 @@ def verifier_cases(dev: torch.device, g: torch.Generator) -> None:
         st = torch.stack([p.status for p in props], 1)
         ids = torch.stack([p.ids for p in props], 1)
         tix = torch.stack([p.tickets for p in props], 1)
-        accept.verify(target, temp, tok, st, ids, tix, seed, rnd, pos)
+        for how in hows:
+            accept.verify(target, temp, tok, st, ids, tix, seed, rnd, pos, launch=how)
         bad = target.clone()
         bad[0, 0, 3] = float("nan")
         if b > 1:
@@ -160,7 +174,8 @@ def verifier_cases(dev: torch.device, g: torch.Generator) -> None:
         st_bad = st.clone()
         st_bad[-1, 0] = 3  # a failed first draft: the row truncates to depth 0
         odd_temp = _keys(b, dev, (1.0, float("nan"), 0.0, -1.0))[0]
-        accept.verify(bad, odd_temp, tok, st_bad, ids, tix, seed, rnd, pos)
+        for how in hows:
+            accept.verify(bad, odd_temp, tok, st_bad, ids, tix, seed, rnd, pos, launch=how)
         tix_bad = tix.clone()
         tix_bad[0, 0, 0] += 1  # an invalid draft: its tickets no longer sum to 2^24
         accept.verify(target, temp, tok, st, ids, tix_bad, seed, rnd, pos)
@@ -171,7 +186,8 @@ def verifier_cases(dev: torch.device, g: torch.Generator) -> None:
         pid[..., 0] = g_tok
         ptx = torch.zeros_like(tix)
         ptx[..., 0] = 1 << 24
-        accept.verify(target, temp, g_tok, torch.zeros_like(st), pid, ptx, seed, rnd, pos)
+        for how in hows:
+            accept.verify(target, temp, g_tok, torch.zeros_like(st), pid, ptx, seed, rnd, pos, launch=how)
 
 
 def row_gather_cases(dev: torch.device, g: torch.Generator) -> None:

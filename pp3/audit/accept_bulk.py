@@ -51,10 +51,20 @@ import numpy as np
 import numpy.typing as npt
 
 from pp3.audit import fast_accept
+from pp3.audit._parser import Parser
 from pp3.audit._pipeline import pipeline, read_rows
 from pp3.reference import DOMAIN_ACCEPT, P_TICKETS, Q_SHIFT, TICKETS, Verdict, uniform_below
 from pp3.reference._constants import MAX_VOCAB
-from pp3.testing.call import FORMATS, U64_EDGES, U64_MAX, AcceptCall
+from pp3.testing.call import (
+    FORMATS,
+    U64_EDGES,
+    U64_MAX,
+    AcceptCall,
+    DamagedRecord,
+    read_accept_call,
+    read_record,
+    recorded_reference,
+)
 from pp3.testing.compare import row_mismatch, rows_per_field
 from pp3.testing.drafts import BROKEN_DRAFTS, break_draft, point_drafts, two_slot_draft
 
@@ -452,15 +462,19 @@ def dump_failure(out: Path, seed: int, v: int, batch: int, b: Batch, bits: npt.N
     return path
 
 
-def load_call(path: str) -> AcceptCall:
-    z = np.load(path)
-    keys = ("temperature", "draft_tokens", "draft_status", "draft_ids", "draft_tickets", "seed", "round", "position")
-    return AcceptCall(FORMATS[str(z["fmt"])], z["bits"], **{k: z[k] for k in keys})
+def _batch_file(path: str) -> tuple[str, AcceptCall]:
+    """An argparse type: a batch that ``dump_failure`` wrote, loaded (``--replay``); any other file is refused."""
+    try:
+        return path, read_record(path, read_accept_call)
+    except DamagedRecord as e:
+        raise argparse.ArgumentTypeError(f"{path!r} is not a batch written by accept_bulk: {e}") from None
 
 
-def replay(path: str, dev: Any) -> int:
-    call = load_call(path)
-    ref, got = call.run_reference(), call.run_kernel(dev)
+def replay(path: str, call: AcceptCall, dev: Any) -> int:
+    """Re-run a written batch on the kernels and the reference: exit status 1 if they differ. A call the reference
+    refuses raises ``DamagedRecord`` (no written batch holds one)."""
+    ref = recorded_reference(call)
+    got = call.run_kernel(dev)
     bad = np.flatnonzero(row_mismatch(got, ref))
     print(f"{path}: {bad.size} of {call.b} rows differ ({call.fmt.name}, D = {call.bits.shape[1] - 1}, "
           f"V = {call.bits.shape[2]}): rows {bad[:16].tolist()}")
@@ -671,7 +685,7 @@ def _check_out(out: Path) -> str | None:
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
-    ap = argparse.ArgumentParser(prog="python -m pp3.audit.accept_bulk", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m pp3.audit.accept_bulk", description=__doc__.splitlines()[0])  # one-line refusals
     ap.add_argument("--rows", type=int, help="request rows to check (>= 1)")
     ap.add_argument("--seed", type=int, default=0, help="the rows' seed (>= 0); a new seed gives new rows")
     ap.add_argument("--start", type=int, default=0, help="first row, a multiple of --batch (resumes a seed's rows)")
@@ -682,7 +696,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Nam
                     help="start no batch after this many seconds (> 0); the rows checked so far are reported")
     ap.add_argument("--json", action="store_true", help="print one JSON document (stamp, rows, counts) on stdout")
     ap.add_argument("--out", type=Path, default=Path("verify-failures"), help="where a failing batch is written")
-    ap.add_argument("--replay", metavar="FILE", help="re-run a written batch on the kernels and the reference")
+    ap.add_argument("--replay", type=_batch_file, metavar="FILE",
+                    help="re-run a written batch on the kernels and the reference")
     ap.add_argument("--no-warm", action="store_true",
                     help="compile each kernel variant at its first launch (no parallel warm-up on the GPU first)")
     ap.add_argument("--pageable", action="store_true",
@@ -722,7 +737,11 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA GPU: set TRITON_INTERPRET=1 to run the kernels through Triton's interpreter", file=sys.stderr)
         return 2
     if args.replay is not None:
-        return replay(args.replay, dev)
+        path, call = args.replay
+        try:
+            return replay(path, call, dev)
+        except DamagedRecord as e:
+            ap.error(f"--replay: {path!r}: {e}")
 
     from pp3.testing.stamp import environment
 

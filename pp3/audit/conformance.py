@@ -1,8 +1,9 @@
 """``pp3 conformance``: every file of ``pp3/conformance`` against the installed implementation — the NumPy reference
 always, the Triton kernels where they run (torch and triton import, and a CUDA GPU or TRITON_INTERPRET=1).
 
-Each file drives every implementation (SPEC.md §10, §11.11): the selector's and the verifier's golden vectors, the
-Random123 known answers for Philox4x64-10, and the exponential's worst cases. The kernels' Philox and ``expf`` are
+Each file drives every implementation (SPEC.md §10, §11.11, §12.12): the selector's and the verifier's golden vectors,
+the Random123 known answers for Philox4x64-10, the exponential's worst cases, and the draft trees' golden vectors
+(whose kernels do not exist yet: their kernel rows are skipped). The kernels' Philox and ``expf`` are
 reached through ``pp3.kernels.philox`` / ``pp3.kernels.expf``; where the installed kernels do not export one, its row
 says so (``skipped``) and counts in no verdict. ``run`` returns one JSON-ready document (``schema_version`` 1,
 ``verdict`` "PASS" or "FAIL").
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -100,11 +102,34 @@ def _expf_wc(kernels: bool) -> tuple[int, int]:
     return z.size, int((got.view(np.uint32) != want.view(np.uint32)).sum())
 
 
+def _tree_draw_golden(kernels: bool) -> tuple[int, int]:
+    """SPEC.md §12.4's golden vectors (propose_tree); rows are requests."""
+    cases = golden.load_tree_draw_golden()
+    impl = _device_entry("propose_tree") if kernels else None
+    bad = sum(int(row_mismatch(c.run(impl), c.expected).sum()) for c in cases)
+    return sum(c.logits_bits.shape[0] for c in cases), bad
+
+
+def _tree_verify_golden(path: Path, entry: str) -> Check:
+    """SPEC.md §12.6's or §12.9's golden vectors (verify_tree, verify_walk); rows are requests."""
+
+    def check(kernels: bool) -> tuple[int, int]:
+        cases = golden.load_tree_verify_golden(path)
+        impl = _device_entry(entry) if kernels else None
+        bad = sum(int(row_mismatch(c.run(impl), c.expected).sum()) for c in cases)
+        return sum(c.target_bits.shape[0] for c in cases), bad
+
+    return check
+
+
 FILES: dict[str, Check] = {
     golden.GOLDEN_FILE.name: _select_golden,
     golden.ACCEPT_GOLDEN_FILE.name: _accept_golden,
     golden.KAT_FILE.name: _kat,
     golden.EXPF_WC_FILE.name: _expf_wc,
+    golden.TREE_DRAW_GOLDEN_FILE.name: _tree_draw_golden,
+    golden.ACCEPT_TREE_GOLDEN_FILE.name: _tree_verify_golden(golden.ACCEPT_TREE_GOLDEN_FILE, "verify_tree"),
+    golden.WALK_TREE_GOLDEN_FILE.name: _tree_verify_golden(golden.WALK_TREE_GOLDEN_FILE, "verify_walk"),
 }
 
 

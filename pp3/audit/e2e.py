@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pp3.audit.chisq import ChiSquare, holm, pearson
+from pp3.audit.chisq import ChiSquare, holm, merge_groups, pearson
 from pp3.drafter import TPDrafter
 from pp3.reference import accept, order
 from pp3.reference._constants import P_TICKETS, TICKETS
@@ -44,6 +44,7 @@ Progress = Callable[[int, int], None]  # (rows done, rows total)
 DEPTH = 5
 ALPHA = 0.01
 TEMPERATURES = (0.0, 0.5, 1.0, 2.0)
+MUTANT_TEMPERATURES = (0.5, 1.0, 2.0)  # the planted bugs' cases (sampled drafting)
 PREFIX = 3  # tokens per sequence whose joint law is tested
 
 
@@ -155,6 +156,38 @@ def theory(setup: Setup, temperature: float, mode: str) -> Theory:
     hist = np.append(r[:-1] - r[1:], r[-1])
     rate = np.divide(r[1:], r[:-1], out=np.zeros(setup.depth), where=r[:-1] > 0)
     return Theory(p=p, q=q, joint=joint, accept_hist=hist, rate=rate)
+
+
+def _laws(th: Theory) -> tuple[F64, F64]:
+    """The laws a case tests: the first three tokens', the first round's A."""
+    return th.joint.ravel(), th.accept_hist
+
+
+def _groups(n: int, law: F64) -> int:
+    """The chi-square groups of ``n`` draws from ``law`` (``chisq.merge_groups`` over its possible outcomes)."""
+    p = law[law > 0]
+    return int(merge_groups(n * p / p.sum()).max()) + 1
+
+
+def least_n(setup: Setup, temperatures: Sequence[float], modes: Sequence[Mode]) -> int:
+    """The fewest sequences per case at which every test of these cases can reject: each law with two or more
+    possible outcomes (the first three tokens', A's) gives at least two groups of expected count >= 5. Below it a test
+    has one group, df 0 and p = 1 whatever it sees: a run with no power, which ``run_audit`` refuses. The group count
+    grows with n (the first group closes no later, the rest holds more), so a bisection finds it."""
+    laws = [law for t in temperatures for m in modes for law in _laws(theory(setup, t, m))]
+    need = 1
+    for law in laws:
+        if np.count_nonzero(law) < 2:  # one possible outcome (a greedy case's A, say): df 0 is all it can have
+            continue
+        hi = 1
+        while _groups(hi, law) < 2:
+            hi *= 2
+        lo = hi // 2  # too few (or 0)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if _groups(mid, law) >= 2 else (mid, hi)
+        need = max(need, hi)
+    return need
 
 
 # ------------------------------------------------------------------------------------------------------- mutants
@@ -416,7 +449,7 @@ def run_audit(
     temperatures: Sequence[float] = TEMPERATURES,
     modes: Sequence[Mode] = MODES,
     mutants: Sequence[str] = tuple(MUTANTS),
-    mutant_temperatures: Sequence[float] = (0.5, 1.0, 2.0),
+    mutant_temperatures: Sequence[float] = MUTANT_TEMPERATURES,
     mutant_n: int | None = None,
     alpha: float = ALPHA,
     seed: int = 0,
@@ -429,7 +462,16 @@ def run_audit(
 
     ``verifier`` replaces the reference verifier in the real run (e.g. the Triton kernel); the planted bugs of
     ``mutants`` are planted in the reference. ``verifier_mutants``: more planted bugs, each a wrong verifier by name
-    (e.g. FlashInfer fed the greedy path's q), run as the real run's verifier is."""
+    (e.g. FlashInfer fed the greedy path's q), run as the real run's verifier is. ``n`` (and ``mutant_n`` where
+    planted bugs run) below ``least_n`` is refused (``ValueError``): some test could reject nothing."""
+    mutant_temps = mutant_temperatures if mutants or verifier_mutants else ()
+    checks: tuple[tuple[str, int, Sequence[float], Sequence[Mode]], ...] = (
+        ("n", n, temperatures, modes), ("mutant_n", mutant_n or n, mutant_temps, ("sampled",)))
+    for name, size, temps, ms in checks:
+        least = least_n(setup, temps, ms)
+        if size < least:
+            raise ValueError(f"{name}: {size} sequences per case leave a test with one group (df 0), which rejects "
+                             f"nothing; {least} or more give every test a degree of freedom")
 
     def prog(tag: str) -> Progress | None:
         return None if progress is None else (lambda done, total: progress(tag, done, total))

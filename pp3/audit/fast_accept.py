@@ -22,7 +22,7 @@ path by path. The shortcuts, each of which leaves every output bit as it is:
   IDs are distinct), instead of a dense Q* over the vocabulary; P_a is the one its acceptance test computed; its
   token is found by bisection of the cumulative sums.
 
-Time per request of ``pp3.audit.accept_bulk``'s rows at V = 163840 (``python -m tools.bench_fast_accept``: its first
+Time per request of ``pp3.audit.accept_bulk``'s rows at V = 163840 (``python -m bench.fast_accept``: its first
 twelve batch layouts, 16 rows each, depths 1-8, fp32 / fp16 / bf16, every plan; 2-core x86-64 CPU, 2026-12-07,
 process CPU time): 8.5-9.4 ms before the exponential's rounding test, the classes by the maximum, the blocks of
 2^15 and the lazy fp16 rows, 4.2-4.6 ms after; the lazy bf16 rows then took another machine's 3.15 ms to 2.45.
@@ -103,7 +103,7 @@ def expf(z: F32, margin: np.float64 = EXP_MARGIN) -> F32:
     NumPy's fp64 exp of z, decided where fl32(fl64(y (1 - margin))) = fl32(fl64(y (1 + margin))); the rest by §6's
     steps. Why that is §6's value: §6 returns the correctly rounded fl32(e^z) on every such z (``make audit-exp``),
     fl32 is monotone, and if |y - e^z| <= (margin - 2^-51) e^z both products bracket e^z, so fl32(e^z) equals
-    their common value, which fl32(y) equals too. ``tools/audit_exp.py`` checks this function against §6's on every
+    their common value, which fl32(y) equals too. ``stats/audit_exp.py`` checks this function against §6's on every
     input; ``tests/test_fast_accept.py`` on a sample, and that an exp erring by more than the margin is caught."""
     z32 = np.asarray(z, dtype=np.float32)
     flat = z32.reshape(-1)

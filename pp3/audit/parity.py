@@ -1,7 +1,10 @@
 """``pp3 verify`` (``make verify``): bitwise parity of both Triton kernels with the NumPy reference, and the
 conformance files.
 
-Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise):
+Three parts, one verdict (PASS only if every part passes; FAIL, exit status 1, otherwise). A part passes only if
+every check it was asked for (each selector suite, the bulk rows, the verifier's calls, each conformance file on each
+implementation) checked at least one row and none mismatched: its verdict is computed from those row counts, so a
+part that checked 0 rows of anything it was asked for is a FAIL, never a PASS.
 
 1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, bounds, random, tiles, shards),
    compared field by field (status, token, ids, tickets): each call through ``propose`` (the segment selector;
@@ -25,7 +28,7 @@ re-runs it on both implementations. Progress goes to stderr; ``--json`` prints o
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -40,7 +43,18 @@ import numpy as np
 from pp3.audit._pipeline import pipeline, read_rows
 from pp3.audit.suites import accept_suites, hashed_rows, hashed_rows_torch, suites
 from pp3.reference import DEFAULT_TAU, Proposal, Verdict
-from pp3.testing.call import FORMATS, AcceptCall, Call
+from pp3.testing.call import (
+    FORMATS,
+    AcceptCall,
+    Call,
+    DamagedRecord,
+    Members,
+    member,
+    read_accept_call,
+    read_call,
+    read_record,
+    recorded_reference,
+)
 from pp3.testing.compare import row_mismatch, rows_per_field
 from pp3.testing.stamp import environment
 
@@ -54,7 +68,6 @@ PARTS = ("selector", "verifier", "conformance")
 SELECTOR_KERNELS = ("propose", "gather", "tiles", "greedy", "rescan", "onelaunch", "rows")
 DEFAULT_SELECTOR_KERNELS = SELECTOR_KERNELS[:5]
 SIZES = ("quick", "standard", "full")
-DRAFT_FIELDS = ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")
 
 
 def progress(line: str) -> None:
@@ -146,56 +159,36 @@ class Failures:
             self.first = dump_accept_failure(self.out, call, ref, got)
 
 
-REPLAY_KEYS = {
-    "selector": ("name", "fmt", "bits", "temperature", "seed", "round", "position", "tau", "tile", "cuts"),
-    "verifier": ("name", "fmt", "bits", "temperature", *DRAFT_FIELDS, "seed", "round", "position", "tile"),
-}
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """A failing case for ``--replay``: its file, its kernel ("selector" or "verifier") and its call."""
+
+    path: str
+    kernel: str
+    call: Call | AcceptCall
 
 
-def replay_kind(path: str) -> str | None:
-    """The kernel of a file ``--replay`` can run ("selector" or "verifier"), or None if it is not one."""
-    try:
-        with np.load(path) as z:
-            kind = str(z["kernel"]) if "kernel" in z.files else "selector"
-            return kind if kind in REPLAY_KEYS and set(REPLAY_KEYS[kind]) <= set(z.files) else None
-    except (OSError, ValueError, KeyError, EOFError):
-        return None
+def load_replay(path: str) -> Replay:
+    """The case of a file that ``dump_failure`` / ``dump_accept_failure`` wrote. Any other file, or a damaged one,
+    raises ``DamagedRecord`` saying what is wrong (files without a ``kernel`` member are the selector's)."""
+
+    def read(z: Members) -> Replay:
+        kernel = str(member(z, "kernel", str, ())) if "kernel" in z else "selector"
+        if kernel == "selector":
+            return Replay(path, kernel, read_call(z))
+        if kernel == "verifier":
+            return Replay(path, kernel, read_accept_call(z))
+        raise DamagedRecord(f"kernel: {kernel!r} is neither 'selector' nor 'verifier'")
+
+    return read_record(path, read)
 
 
-def load_case(path: str) -> Call:
-    z = np.load(path)
-    tile = int(z["tile"])
-    seed, rnd, pos = (tuple(int(v) for v in z[k]) for k in ("seed", "round", "position"))
-    return Call(
-        FORMATS[str(z["fmt"])],
-        z["bits"],
-        z["temperature"],
-        seed,
-        rnd,
-        pos,
-        float(z["tau"]),
-        None if tile < 0 else tile,
-        True,
-        tuple(int(c) for c in z["cuts"]),
-        name=str(z["name"]),
-        kernel=str(z["selector_kernel"]) if "selector_kernel" in z.files else "propose",
-    )
-
-
-def load_accept_case(path: str) -> AcceptCall:
-    z = np.load(path)
-    tile = int(z["tile"])
-    keys = ("temperature", *DRAFT_FIELDS, "seed", "round", "position")
-    return AcceptCall(FORMATS[str(z["fmt"])], z["bits"], **{k: z[k] for k in keys}, tile=None if tile < 0 else tile,
-                      name=str(z["name"]))
-
-
-def replay(path: str, device: Any, as_json: bool = False) -> int:
+def replay(case: Replay, device: Any, as_json: bool = False) -> int:
     """Re-run a dumped call on the kernel and the reference (both outputs printed, or one JSON document): exit
-    status 1 if they differ."""
-    kind = replay_kind(path)
-    call: Call | AcceptCall = load_accept_case(path) if kind == "verifier" else load_case(path)
-    ref, got = call.run_reference(), call.run_kernel(device)
+    status 1 if they differ. A call the reference refuses raises ``DamagedRecord`` (no dump holds one)."""
+    path, kind, call = case.path, case.kernel, case.call
+    ref = recorded_reference(call)
+    got = call.run_kernel(device)
     mism = rows_per_field(got, ref)
     verdict = "FAIL" if any(mism.values()) else "PASS"
     if as_json:
@@ -236,9 +229,6 @@ class Table:
     def mismatches(self) -> int:
         return sum(r[f] for r in self.rows.values() for f in self.fields)
 
-    def checked_rows(self) -> int:
-        return sum(r["rows"] for r in self.rows.values())
-
     def render(self) -> str:
         head = f"{'suite':<14}{'cases':>7}{'rows':>10}" + "".join(f"{f:>10}" for f in self.fields) + f"{'time':>9}"
         lines = [head, "-" * len(head)]
@@ -269,10 +259,11 @@ def run_accept_case(call: AcceptCall, device: Any) -> tuple[Verdict, Verdict, di
 def _check_calls(
     what: str, calls: Iterable[tuple[str, Any]], run: Callable[[Any, Any], tuple[Any, Any, dict[str, int]]],
     table: Table, add_failure: Callable[[Any, Any, Any], None], device: Any, verbose: bool
-) -> None:
-    """Every (suite, call) through ``run`` into ``table``; a mismatching call to ``add_failure``."""
+) -> int:
+    """Every (suite, call) through ``run`` into ``table``; a mismatching call to ``add_failure``. Returns the rows
+    checked."""
     t_start = time.perf_counter()
-    i = 0
+    i = rows = 0
     it: Iterator[tuple[str, Any]] = iter(calls)
     while True:
         t0 = time.perf_counter()
@@ -282,14 +273,16 @@ def _check_calls(
             break
         ref, got, mism = run(call, device)
         table.add(suite, call.b, mism, time.perf_counter() - t0)
+        rows += call.b
         if any(mism.values()):
             add_failure(call, ref, got)
         i += 1
         if verbose or i % 10 == 0:
             progress(f"  {what} {i} {call.name}: {time.perf_counter() - t0:.1f} s, {table.mismatches()} mismatches "
                      f"({time.perf_counter() - t_start:.0f} s)")
-    progress(f"  {what}: {i} calls, {table.checked_rows()} rows, {table.mismatches()} mismatches "
+    progress(f"  {what}: {i} calls, {rows} rows, {table.mismatches()} mismatches "
              f"({time.perf_counter() - t_start:.0f} s)")
+    return rows
 
 
 # ------------------------------------------------------------------------------------------------------ bulk rows
@@ -306,12 +299,12 @@ def _bulk_reference(args: tuple[Any, ...]) -> Proposal:
 def bulk(
     table: Table, n_rows: int, v: int, batch: int, failures: Failures, device: Any, bulk_seed: int = 0,
     greedy_only: bool = False,
-) -> None:
-    """The >= 10^6-row GPU suite. Rows are defined by integer hashing of a per-row seed (``hashed_rows_torch``),
-    built on the GPU, run through the kernels, copied once into shared memory, and checked by a process pool
-    running the reference on slices of it. The first batch's rows are also compared bit for bit with the CPU's
-    ``hashed_rows``, so a failure can be replayed from the row seeds alone. Each batch runs through ``propose`` (the
-    segment selector at these batch sizes), the tile selector and the greedy selector (both ways); the greedy
+) -> int:
+    """The >= 10^6-row GPU suite; returns the rows checked. Rows are defined by integer hashing of a per-row seed
+    (``hashed_rows_torch``), built on the GPU, run through the kernels, copied once into shared memory, and checked by a
+    process pool running the reference on slices of it. The first batch's rows are also compared bit for bit with the
+    CPU's ``hashed_rows``, so a failure can be replayed from the row seeds alone. Each batch runs through ``propose``
+    (the segment selector at these batch sizes), the tile selector and the greedy selector (both ways); the greedy
     selector is checked on the rows whose reference outputs are a T0 row's (target temperature ±0, or failed by the
     logits);
     ``greedy_only``: every row's temperature is ±0, so every kernel is checked on every row."""
@@ -391,84 +384,85 @@ def bulk(
             ]
             pipe.submit(((got, got_tiles, got_greedy, got_rescan), keys, shm), tasks)
     table.rows["bulk"]["time_s"] = time.perf_counter() - t0
+    return done
 
 
 # ------------------------------------------------------------------------------------------------------ the run
 
 
-def _part(table: Table, failures: Failures, ran: bool) -> dict[str, Any]:
-    verdict = "PASS" if ran and table.mismatches() == 0 and table.checked_rows() > 0 else "FAIL"
-    return {"verdict": verdict if ran else "SKIPPED", "suites": table.as_dict(), "rows": table.checked_rows(),
-            "mismatches": table.mismatches(), "first_failure": None if failures.first is None else str(failures.first)}
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What one ``pp3 verify`` run checks (``pp3.cli`` builds it from the options, refusing any that cannot apply)."""
+
+    size: str  # one of SIZES
+    parts: tuple[str, ...]  # of PARTS, in their order
+    selectors: tuple[str, ...]  # the selector part's suites (SELECTOR_KERNELS), none with bulk_only
+    bulk_rows: int  # the selector part's bulk rows (0: none)
+    bulk_seed: int
+    bulk_vocab: int
+    bulk_greedy: bool
+    out: Path  # where the first failing case of each kernel is written
+    json: bool
 
 
-def run(args: argparse.Namespace) -> int:
-    """``pp3 verify`` on parsed arguments (``pp3.cli`` checks them): 0 PASS, 1 FAIL, 2 a run that cannot start."""
+def _part(ran: bool, checked: dict[str, int], mismatches: int, failures: Failures | None = None,
+          table: Table | None = None) -> dict[str, Any]:
+    """One part's entry of the report. Its verdict comes from the rows each of its requested checks ran
+    (``checked``: check -> rows): PASS only if every one of them checked at least one row and nothing mismatched, so
+    a part that checked 0 rows of anything it was asked for is never a PASS."""
+    verdict = "PASS" if checked and min(checked.values()) > 0 and mismatches == 0 else "FAIL"
+    return {"verdict": verdict if ran else "SKIPPED", "checked_rows": checked, "rows": sum(checked.values()),
+            "mismatches": mismatches, "suites": None if table is None else table.as_dict(),
+            "first_failure": None if failures is None or failures.first is None else str(failures.first)}
+
+
+def run(plan: Plan, device: Any) -> int:
+    """``pp3 verify`` on a checked plan (``pp3.cli``): 0 PASS, 1 FAIL."""
     import warnings
-
-    import torch
 
     # The interpreter evaluates uint64 Philox and key arithmetic in NumPy, which warns on intended wrap-around.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        print("pp3 verify: no CUDA GPU: set TRITON_INTERPRET=1 to run the kernels through Triton's interpreter",
-              file=sys.stderr)
-        return 2
-    if args.replay:
-        return replay(args.replay, device, args.json)
-    size = "quick" if args.quick else "full" if args.full or device.type == "cuda" else "standard"
-    if size == "full" and device.type != "cuda":
-        print("pp3 verify: --full runs the SPEC vocabularies (V up to 262144), for a CUDA GPU; in the interpreter "
-              "use the default sizes or --quick", file=sys.stderr)
-        return 2
-    bulk_rows = args.bulk_rows if args.bulk_rows is not None else (1_000_000 if device.type == "cuda" else 0)
-    parts = ("selector",) if args.bulk_only else tuple(p for p in PARTS if p in args.parts)
-    kinds = tuple(args.selectors or DEFAULT_SELECTOR_KERNELS)
-    if args.selectors and (args.bulk_only or "selector" not in parts):
-        print("pp3 verify: --selectors picks the selector part's suites; with --bulk-only or without the selector "
-              "part it would check nothing it names", file=sys.stderr)
-        return 2
-    if args.bulk_only and bulk_rows == 0:
-        print("pp3 verify: --bulk-only with 0 bulk rows would check nothing; give --bulk-rows N (N >= 1)",
-              file=sys.stderr)
-        return 2
-
+    size, parts = plan.size, plan.parts
     stamp = environment()
     progress(f"pp3 verify: device={stamp['gpu'] or 'cpu (interpreter)'}, sizes={size}, parts={','.join(parts)}, "
              f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")
     t_start = time.perf_counter()
     select_table, accept_table = Table(SELECTOR_FIELDS), Table(VERIFIER_FIELDS)
-    select_fail, accept_fail = Failures(args.out), Failures(args.out)
+    select_fail, accept_fail = Failures(plan.out), Failures(plan.out)
+    select_rows: dict[str, int] = {}
     if "selector" in parts:
-        if not args.bulk_only:
-            calls: dict[str, Iterable[tuple[str, Call]]] = {
-                "propose": suites(size),
-                "gather": ((f"{suite} gather", call.as_gather()) for suite, call in suites(size) if not call.cuts),
-                "tiles": ((f"{suite} tiles", call.as_tiles()) for suite, call in suites(size) if not call.cuts),
-                "greedy": ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size)),
-                "rescan": ((f"{suite} rescan", call.as_rescan()) for suite, call in suites(size) if not call.cuts),
-                "onelaunch": ((f"{suite} onelaunch", call.as_onelaunch()) for suite, call in suites(size)
-                              if not call.cuts),
-                "rows": ((f"{suite} rows", call.as_rows()) for suite, call in suites(size) if not call.cuts),
-            }
-            for kind in SELECTOR_KERNELS:
-                if kind in kinds:
-                    _check_calls("selector" if kind == "propose" else kind, calls[kind], run_case, select_table,
-                                 select_fail.add, device, size == "full")
-        if bulk_rows:
-            bulk(select_table, bulk_rows, args.bulk_vocab, 1024, select_fail, device, args.bulk_seed,
-                 args.bulk_greedy)
+        calls: dict[str, Callable[[], Iterable[tuple[str, Call]]]] = {
+            "propose": lambda: suites(size),
+            "gather": lambda: ((f"{suite} gather", call.as_gather()) for suite, call in suites(size) if not call.cuts),
+            "tiles": lambda: ((f"{suite} tiles", call.as_tiles()) for suite, call in suites(size) if not call.cuts),
+            "greedy": lambda: ((f"{suite} greedy", call.as_greedy()) for suite, call in suites(size)),
+            "rescan": lambda: ((f"{suite} rescan", call.as_rescan()) for suite, call in suites(size) if not call.cuts),
+            "onelaunch": lambda: ((f"{suite} onelaunch", call.as_onelaunch()) for suite, call in suites(size)
+                                  if not call.cuts),
+            "rows": lambda: ((f"{suite} rows", call.as_rows()) for suite, call in suites(size) if not call.cuts),
+        }
+        for kind in plan.selectors:
+            select_rows[kind] = _check_calls("selector" if kind == "propose" else kind, calls[kind](), run_case,
+                                             select_table, select_fail.add, device, size == "full")
+        if plan.bulk_rows:
+            select_rows["bulk"] = bulk(select_table, plan.bulk_rows, plan.bulk_vocab, 1024, select_fail, device,
+                                       plan.bulk_seed, plan.bulk_greedy)
+    accept_rows: dict[str, int] = {}
     if "verifier" in parts:
-        _check_calls("verifier", accept_suites(size, device), run_accept_case, accept_table, accept_fail.add_accept,
-                     device, size == "full")
+        accept_rows["verifier"] = _check_calls("verifier", accept_suites(size, device), run_accept_case,
+                                               accept_table, accept_fail.add_accept, device, size == "full")
     conformance_report: dict[str, Any] | None = None
+    results: list[dict[str, Any]] = []
     if "conformance" in parts:
         from pp3.audit import conformance
 
         t0 = time.perf_counter()
         conformance_report = conformance.run(kernels=True)
+        results = conformance_report["results"]
         progress(f"  conformance: {conformance_report['verdict']} ({time.perf_counter() - t0:.0f} s)")
+    # Every file on both implementations: one the installed kernels do not export checked 0 rows.
+    conformance_part = _part("conformance" in parts, {f"{r['file']} ({r['implementation']})": int(r["checked"])
+                                                      for r in results}, sum(int(r["mismatches"]) for r in results))
 
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -476,16 +470,16 @@ def run(args: argparse.Namespace) -> int:
         "verdict": "FAIL",
         "sizes": size,
         "parts": list(parts),
-        "selector": _part(select_table, select_fail, "selector" in parts),
-        "verifier": _part(accept_table, accept_fail, "verifier" in parts),
-        "conformance": None if conformance_report is None else {
-            k: conformance_report[k] for k in ("verdict", "implementations", "results")},
+        "selector": _part("selector" in parts, select_rows, select_table.mismatches(), select_fail, select_table),
+        "verifier": _part("verifier" in parts, accept_rows, accept_table.mismatches(), accept_fail, accept_table),
+        "conformance": conformance_part | {"implementations": None if conformance_report is None else
+                                           conformance_report["implementations"], "results": results},
         "time_s": round(time.perf_counter() - t_start, 1),
         "environment": stamp,
     }
     verdicts = [doc[p]["verdict"] for p in parts]
     doc["verdict"] = "PASS" if verdicts and all(v == "PASS" for v in verdicts) else "FAIL"
-    if args.json:
+    if plan.json:
         print(json.dumps(doc, indent=1))
     else:
         print(f"environment: {json.dumps(stamp)}")
@@ -497,9 +491,15 @@ def run(args: argparse.Namespace) -> int:
             from pp3.audit import conformance
 
             print(f"\n{conformance.render(conformance_report)}")
-        each = ", ".join(f"{p} {doc[p]['verdict']}" for p in parts)
+        each = ", ".join(f"{p} {doc[p]['verdict']} ({_rows_line(doc[p]['checked_rows'])})" for p in parts)
         print(f"\nverify: {doc['verdict']} ({each}; {doc['time_s']:.0f} s)")
     for fail in (select_fail, accept_fail):
         if fail.first is not None:
             progress(f"MISMATCH: first case written to {fail.first}; replay: {replay_command(fail.first)}")
     return 0 if doc["verdict"] == "PASS" else 1
+
+
+def _rows_line(checked: dict[str, int]) -> str:
+    """A part's rows, and the checks of it that checked none."""
+    none = [what for what, n in checked.items() if n == 0]
+    return f"{sum(checked.values()):,} rows" + (f"; 0 rows: {', '.join(none)}" if none or not checked else "")

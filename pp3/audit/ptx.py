@@ -4,7 +4,12 @@
 
 Forbidden in PTX: approximate division/reciprocal/exp (``div.full``, ``.approx``), flush-to-zero (``.ftz``), fused
 multiply-add (``fma.``/float ``mad.``), float add/sub/mul without an explicit ``.rn`` (ptxas may contract those;
-``.rn``-qualified ones it never fuses). The audit finds its kernels by itself:
+``.rn``-qualified ones it never fuses). One exception (SPEC.md §11.12): inside the source lines of the verifier's
+hardware screening exponential (``SCREEN_FUNCTION``) the instructions of ``SCREEN_ALLOWED`` (``ex2.approx.f32``,
+``fma.rn.f32``), exactly those, are the screen's: each variant's count of them is recorded (``screen`` in the
+document) and every other forbidden instruction, or one of these anywhere else, is a finding. Where an instruction
+comes from is the PTX's own line information (each instruction's last ``.loc`` before it, Triton's default;
+without it nothing is the screen's). The audit finds its kernels by itself:
 
 1. **Discovery:** every ``@triton.jit`` function defined in a module of ``pp3.kernels``.
 2. **Recording:** the package's entry points run at small and large sizes (``exercise``) with every kernel launch
@@ -22,6 +27,10 @@ must catch. ``--launched`` runs ``exercise`` on the CUDA GPU and audits the bina
 comparison of two runs; ``--sass`` adds each variant's static SASS instruction count (the wheel's cuobjdump);
 ``--only`` compiles the variants of the named kernels alone (discovery, recording and classification stay whole).
 Prints one JSON document; exits 1 on any finding. Must run without ``TRITON_INTERPRET``.
+
+``PP3_PTX_CACHE=DIR`` keeps each compiled audit's document in DIR under a key of everything it depends on (every
+file of the package as it is on disk, Python's, torch's and Triton's versions, the options), so that ``make test``
+compiles each variant once for its test and for ``make evidence-check``.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
 
 import pp3.kernels
-from pp3.kernels.config import EXACT
+from pp3.kernels.config import EXACT, SCREENS, LaunchConfig
 
 Jit: TypeAlias = "JITFunction[..., Any]"  # any @triton.jit function
 
@@ -63,7 +72,13 @@ FORBIDDEN = {
     "float mad": r"\bmad\.[a-z.]*f(?:16|32|64)\b",
     "contractible float op": r"\b(?:add|sub|mul)\.f(?:16|32|64)\b",
 }
+# SPEC.md §11.12: the one function whose lines may hold these instructions (its value reaches only the verifier's S~).
+SCREEN_FUNCTION = "pp3.kernels._common._expf_screen_ex2"
+SCREEN_ALLOWED = {"ex2.approx.f32": r"ex2\.approx\.f32\s", "fma.rn.f32": r"fma\.rn\.f32\s"}
+_PREDICATE = r"(?:@!?%\w+\s+)?"  # an instruction's guard, if it has one
 SM90 = GPUTarget("cuda", 90, 32)
+# The verifier as shipped and in its other variants: between them every binary of either screen and either launch 3.
+VERIFY_VARIANTS = (LaunchConfig(screen="pinned", handover=False), LaunchConfig(screen="ex2", handover=True))
 _POINTER = {
     torch.bool: "*i1", torch.int8: "*i8", torch.uint8: "*u8", torch.int16: "*i16", torch.int32: "*i32",
     torch.int64: "*i64", torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32",
@@ -71,14 +86,57 @@ _POINTER = {
 }
 
 
-def find_forbidden(ptx: str) -> dict[str, list[str]]:
-    """Forbidden instruction kinds found in ``ptx``, each with up to 3 example lines."""
+SourceLines = tuple[str, range]  # a source file (its path from the package root: "pp3/...") and a range of its lines
+
+
+def screen_lines() -> SourceLines:
+    """Where ``SCREEN_FUNCTION`` was written when it was defined (the source its binaries are compiled from): its
+    module's file from the package root and its lines, the decorator's to the body's last. The file is matched by
+    that tail: Triton's cache hands out a binary compiled from the same source elsewhere (another copy of the
+    package) with that place's paths in its line information, and the same line numbers (they are in its key)."""
+    module, name = SCREEN_FUNCTION.rsplit(".", 1)
+    jit: Jit = getattr(importlib.import_module(module), name)
+    first = jit.starting_line_number
+    return "/".join(module.split(".")) + ".py", range(first, first + len(jit.raw_src))
+
+
+def _files(ptx: str) -> dict[str, str]:
+    """The PTX's ``.file`` directives: index -> path with "/" separators (one quoted path, or a directory and a
+    name)."""
+    files = {}
+    for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(?:\s*,?\s*"([^"]*)")?', ptx, re.MULTILINE):
+        path = os.path.join(m.group(2), m.group(3)) if m.group(3) else m.group(2)
+        files[m.group(1)] = os.path.normpath(path).replace(os.sep, "/")
+    return files
+
+
+def find_forbidden(ptx: str, screen: SourceLines | None = None) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Forbidden instruction kinds found in ``ptx``, each with up to 3 example lines, and the instructions of
+    ``SCREEN_ALLOWED`` that the lines ``screen`` account for, counted (those are not findings)."""
+    files = _files(ptx) if screen is not None else {}
     found: dict[str, list[str]] = {}
-    for what, pattern in FORBIDDEN.items():
-        lines = [ln.strip() for ln in ptx.splitlines() if re.search(pattern, ln)]
-        if lines:
-            found[what] = lines[:3]
-    return found
+    counted: dict[str, int] = {}
+    here: tuple[str, int] | None = None  # the source line of the last .loc
+    for ln in ptx.splitlines():
+        text = ln.split("//", 1)[0].strip()
+        loc = re.match(r"\.loc\s+(\d+)\s+(\d+)", text)
+        if loc:
+            here = (files.get(loc.group(1), ""), int(loc.group(2)))
+            continue
+        kinds = [what for what, pattern in FORBIDDEN.items() if re.search(pattern, text)]
+        if not kinds or text.startswith(".file"):
+            continue
+        allowed = next((name for name, pattern in SCREEN_ALLOWED.items() if re.match(_PREDICATE + pattern, text)),
+                       None)
+        if (allowed and screen is not None and here is not None and here[1] in screen[1]
+                and ("/" + here[0]).endswith("/" + screen[0])):
+            counted[allowed] = counted.get(allowed, 0) + 1
+            continue
+        for what in kinds:
+            examples = found.setdefault(what, [])
+            if len(examples) < 3:
+                examples.append(text)
+    return found, counted
 
 
 def code_digest(ptx: str) -> str:
@@ -204,8 +262,8 @@ def exercise(device: torch.device) -> None:
     """Call every entry point of ``pp3.kernels`` (and the adapters' row gather) on ``device``: each logit format,
     sampled and T0 rows, small and large rows (both merge paths of launch 2, small and large tiles; the segment
     selector with and without launch B; the one-launch selector's short and long segments, the row selector, each by
-    network and by rank), the candidates check, the verifier at depths 1, 2 and 5, and the
-    one-function entries."""
+    network and by rank), the candidates check, the verifier at depths 1, 2 and 5 (and its large tile at fp32) as
+    shipped and in its other variants (``VERIFY_VARIANTS``), and the one-function entries."""
     from pp3.kernels import LaunchConfig, accept, launchers, select
     from pp3.reference._constants import DOMAIN_ACCEPT
 
@@ -219,10 +277,10 @@ def exercise(device: torch.device) -> None:
             select.propose(torch.cat([x] * 4), temp.repeat(4), 1, 2, 3)  # 8 rows: the long segments
             select.propose(torch.cat([x] * 8), temp.repeat(8), 1, 2, 3)  # 16 rows: C gathers (no launch B)
             if v == 163840:  # the selectors not yet shipped: short segments (2 rows) and long ones (16), the row
-                for how in ("onelaunch", "rows"):  # selector, each by rank too (fp32)
-                    select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector=how))
+                for kind in ("onelaunch", "rows"):  # selector, each by rank too (fp32)
+                    select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector=kind))
                     if dt == torch.float32:
-                        select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector=how, top_rank=True))
+                        select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector=kind, top_rank=True))
                 select.propose(torch.cat([x] * 8), temp.repeat(8), 1, 2, 3, launch=LaunchConfig(selector="onelaunch"))
             select.greedy(x)  # "auto": the keys at fp32, the rescan at fp16 and bf16
             select.greedy(x, launch=LaunchConfig(greedy="keys"))
@@ -230,14 +288,18 @@ def exercise(device: torch.device) -> None:
             select.finalize(select.tile_candidates(x, tile=32 if v == 100 else None), temp, 1, 2, 3, vocab_size=v)
         select.propose_sharded([x[:, :1000], x[:, 1000:]], temp, 1, 2, 3, tile=4096)
         select.greedy_sharded([x[:, :1000], x[:, 1000:]], tile=1024)
-        for depth, v in ((1, 5000), (2, 5000), (5, 163840)):
-            target = torch.randn(2, depth + 1, v, device=device, generator=g).to(dt)
-            p = select.propose(target[:, 0].contiguous(), temp, 1, 2, 3)
+        shapes = ((2, 1, 5000), (2, 2, 5000), (2, 5, 163840)) + (((6, 5, 163840),) if dt == torch.float32 else ())
+        for b, depth, v in shapes:  # 6 rows at depth 5: the large tile (config.VERIFY_SMALL_ENTRIES)
+            target = torch.randn(b, depth + 1, v, device=device, generator=g).to(dt)
+            temps = temp.repeat(b // 2)
+            p = select.propose(target[:, 0].contiguous(), temps, 1, 2, 3)
             tok, st, ids, tix = (t[:, None].expand(-1, depth, *t.shape[1:]).contiguous()
                                  for t in (p.token, p.status, p.ids, p.tickets))
-            accept.verify(target, temp, tok, st, ids, tix, 1, 2, 3)
+            for how in VERIFY_VARIANTS:
+                accept.verify(target, temps, tok, st, ids, tix, 1, 2, 3, launch=how)
     select.expf(-torch.rand(10, device=device, generator=g))
-    accept.expf_screen(-torch.rand(10, device=device, generator=g))
+    for screen in SCREENS:
+        accept.expf_screen(-torch.rand(10, device=device, generator=g), screen)
     one = torch.ones(1, dtype=torch.int64, device=device)
     select.philox(one.expand(1, 4).contiguous(), one.expand(1, 2).contiguous())
     accept.uniform_below(one, one, one, DOMAIN_ACCEPT, one)  # a domain >= 2^31, as the verifier passes it (int64)
@@ -290,8 +352,10 @@ def compile_launch(launch: Launch, *, default_options: bool = False) -> Any:
 
 def triton_tool(name: str) -> Path:
     """One of the CUDA binary tools that Triton's wheel carries (cuobjdump, nvdisasm, ptxas): the same on every
-    machine that runs the audit, GPU or not."""
-    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    machine that runs the audit, GPU or not; where Triton is told to use another (``TRITON_CUOBJDUMP_PATH`` and the
+    like, as with a trimmed Triton that carries none: ``make triton-kit``), that one."""
+    own = os.environ.get(f"TRITON_{name.upper()}_PATH")
+    return Path(own) if own else Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
 
 
 def sass_count(cubin: bytes) -> int:
@@ -324,10 +388,13 @@ def audit(*, default_options: bool = False, digests: bool = False, sass: bool = 
         "variants": len(launches),
         "failed": {},
         "forbidden": {},
+        "screen_function": SCREEN_FUNCTION,
+        "screen": {},  # variant -> its SCREEN_ALLOWED instructions in SCREEN_FUNCTION's lines, counted
     }
     if only:
         launches = [ln for ln in launches if ln.fn.__name__ in only]
         doc |= {"only": sorted(only), "variants": len(launches)}
+    screen = screen_lines()
     for ln in launches:
         try:
             compiled = compile_launch(ln, default_options=default_options)
@@ -335,15 +402,18 @@ def audit(*, default_options: bool = False, digests: bool = False, sass: bool = 
             lines = [x.strip() for x in str(e).splitlines() if x.strip()]
             doc["failed"][ln.name] = f"{type(e).__name__}: {' / '.join(lines[:1] + lines[-1:])}"
             continue
-        _findings(doc, ln.name, compiled, digests=digests, sass=sass)
+        _findings(doc, ln.name, compiled, screen, digests=digests, sass=sass)
     return _verdict(doc)
 
 
-def _findings(doc: dict[str, Any], name: str, compiled: Any, *, digests: bool, sass: bool) -> None:
+def _findings(doc: dict[str, Any], name: str, compiled: Any, screen: SourceLines, *, digests: bool,
+              sass: bool) -> None:
     ptx: str = compiled.asm["ptx"]
-    found = find_forbidden(ptx)
+    found, counted = find_forbidden(ptx, screen)
     if found:
         doc["forbidden"][name] = found
+    if counted:
+        doc["screen"][name] = counted
     if digests:
         doc.setdefault("digests", {})[name] = code_digest(ptx)
     if sass:
@@ -356,18 +426,33 @@ def _verdict(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def audit_launched(*, digests: bool = False, sass: bool = False) -> dict[str, Any]:
-    """``exercise`` on the CUDA GPU, then every binary this process compiled for it, as launched."""
-    exercise(torch.device("cuda"))
-    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "mode": "launched", "failed": {}, "forbidden": {}}
+def audit_launched(*, digests: bool = False, sass: bool = False, run_exercise: bool = True) -> dict[str, Any]:
+    """``exercise`` on the CUDA GPU (unless not ``run_exercise``: a benchmark audits what it ran), then every binary
+    this process compiled for it, as launched."""
+    if run_exercise:
+        exercise(torch.device("cuda"))
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "mode": "launched", "failed": {}, "forbidden": {},
+                           "screen_function": SCREEN_FUNCTION, "screen": {}}
     n = 0
+    screen = screen_lines()
     for name, fn in sorted(discover().items()):
         for dev, caches in fn.device_caches.items():
             for key, compiled in caches[0].items():
                 n += 1
-                _findings(doc, f"{name}[dev={dev}][{hash(key) & 0xFFFF:04x}]", compiled, digests=digests, sass=sass)
+                _findings(doc, f"{name}[dev={dev}][{hash(key) & 0xFFFF:04x}]", compiled, screen, digests=digests,
+                          sass=sass)
     doc["variants"] = n
     return _verdict(doc)
+
+
+def cache_key(options: dict[str, Any]) -> str:
+    """What a compiled audit depends on: the package's files, the versions of Python, torch and Triton, the options."""
+    h = hashlib.sha256(json.dumps([sys.version, torch.__version__, triton.__version__, options], sort_keys=True,
+                                  default=str).encode())
+    pkg = Path(pp3.kernels.__file__).resolve().parents[1]
+    for f in sorted(pkg.rglob("*.py")):
+        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:24]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -388,10 +473,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.launched:
         doc = audit_launched(digests=args.digests, sass=args.sass)
     else:
-        try:
-            doc = audit(default_options=args.default_options, digests=args.digests, sass=args.sass, only=args.only)
-        except ValueError as e:
-            ap.error(f"--{e}")
+        options = {"default_options": args.default_options, "digests": args.digests, "sass": args.sass,
+                   "only": sorted(args.only)}
+        cached = Path(os.environ["PP3_PTX_CACHE"], f"{cache_key(options)}.json") if os.environ.get("PP3_PTX_CACHE") \
+            else None
+        if cached is not None and cached.exists():
+            doc = json.loads(cached.read_text())
+        else:
+            try:
+                doc = audit(default_options=args.default_options, digests=args.digests, sass=args.sass,
+                            only=args.only)
+            except ValueError as e:
+                ap.error(f"--{e}")
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                cached.write_text(json.dumps(doc, indent=1))
     print(json.dumps(doc, indent=1))
     return 0 if doc["verdict"] == "PASS" else 1
 

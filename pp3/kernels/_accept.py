@@ -14,13 +14,13 @@ from pp3.kernels._common import (
     EMPTY_ID,
     TICKETS,
     _expf,
-    _expf_screen,
     _last_of_row,
     _load_padded,
     _lowest_at,
     _masked_by,
     _max_class,
     _max_nan,
+    _screen_exp,
     _tree,
     _widen_bits,
 )
@@ -28,12 +28,19 @@ from pp3.kernels._common import (
 P_TICKETS_F = tl.constexpr(1099511627776.0)  # 2^40 as fp64: w * 2^40 is exact
 P_TICKETS_I = tl.constexpr(1099511627776)  # 2^40
 
-# The per-request state that launch 2 (or 5) writes and launches 3-7 read: STATE int32 words per request row.
+# The per-request state that launch 2 (or 5) writes and launches 3-7 read: SW int32 words per request row, STATE
+# (16 bytes), or STATE_HANDOVER (32) with the handed-over word (``config.LaunchConfig.handover``).
 STATE = tl.constexpr(4)
+STATE_HANDOVER = tl.constexpr(8)
 ST_DRAWS = tl.constexpr(0)  # 1: a sampled OK request whose token at index a launches 6 and 7 draw
 ST_A = tl.constexpr(1)  # a, the accepted drafts (§11.6)
 ST_MARKED = tl.constexpr(2)  # 1: launch 2 left a test open; launches 3 to 5 decide it with S and R
 ST_REJECTED = tl.constexpr(3)  # 1: draft a was rejected (Q* = Q_a); 0: the bonus (Q* = 0)
+# With STATE_HANDOVER, words 4 and 5 (8-byte aligned) hold one int64 that launch 2 writes for launch 3: bit 0 draws,
+# bit 1 marked, bits 2 .. 31 a, bits 32 .. 63 the bits of row a's maximum m (launch 1's, the logit at g_a).
+ST_WORD = tl.constexpr(4)
+HAND_DRAWS = tl.constexpr(1)
+HAND_MARKED = tl.constexpr(2)
 
 
 @triton.jit
@@ -169,6 +176,13 @@ def _uniform_below(seed: tl.tensor, rnd: tl.tensor, pos: tl.tensor, domain: tl.t
 #      and the token: the first y with U < C(y).
 # A launch skips whole rows that no later launch reads; the skip depends on the row alone (values of an earlier
 # launch), so either every program of a row counts in or none does, and a skipped row's counter stays 0.
+# Two variants change how, never what (``config.LaunchConfig``): ``screen`` picks launch 1's screening exponential
+# (SCREEN: the pinned fp32 polynomial, or the hardware's ex2.approx.f32 under its audited bound, SPEC.md §11.12); its
+# values go to launch 1's own buffers, and only S~ is read after it, by launch 2. ``handover`` (HANDOVER, SW =
+# STATE_HANDOVER): launch 2 also writes one int64 per request (ST_WORD: draws, marked, a, row a's maximum), which a
+# tile of launch 3 reads in one load before row a's logits (a drawing request's row a is OK: no class to read);
+# launch 3 then stores row a's weights and tile sums and ends there (the row counters only for marked requests,
+# whose S launches 4 and 5 read), and launches 6 and 7 form S by the P4 tree over the tile sums (``_row_s``).
 
 
 @triton.jit
@@ -204,15 +218,27 @@ def _row_total(sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP: tl.co
 
 
 @triton.jit
+def _row_s(s_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, NTP: tl.constexpr, NTP_LOG: tl.constexpr,
+           HANDOVER: tl.constexpr) -> tl.tensor:
+    """Row r's S for launches 6 and 7: launch 3's row total at ``s_ptr``, or with HANDOVER the P4 tree over its tile
+    sums there (``_row_total``: the same tree, the same bits, formed by every program that reads it)."""
+    if HANDOVER:
+        s = _row_total(s_ptr, r, n_tiles, NTP, NTP_LOG)
+    else:
+        s = tl.load(s_ptr + r)
+    return s
+
+
+@triton.jit
 def _row_screen(peak_ptr: tl.tensor, sums_ptr: tl.tensor, r: tl.tensor, n_tiles: tl.tensor, m: tl.tensor,
-                temp: tl.tensor, NTP: tl.constexpr, NTP_LOG: tl.constexpr) -> tl.tensor:
+                temp: tl.tensor, NTP: tl.constexpr, NTP_LOG: tl.constexpr, SCREEN: tl.constexpr) -> tl.tensor:
     """S~ of target row r (``pp3.kernels.screen``): each tile's screen sum against its maximum m_t times the
     screening exponential of (m_t - m) / T, summed by the fp64 tree (0 for a tile of -inf: its sum is 0)."""
     ti = tl.arange(0, NTP)
     live = ti < n_tiles
     peaks = tl.load(peak_ptr + r * n_tiles + ti, mask=live, other=float("-inf"), cache_modifier=".cg")
     sums = tl.load(sums_ptr + r * n_tiles + ti, mask=live, other=0.0, cache_modifier=".cg")
-    factor = _expf_screen(_exponent(peaks, m, temp))
+    factor = _screen_exp(_exponent(peaks, m, temp), SCREEN)
     return _tree(tl.where(live, sums * factor.to(tl.float64), 0.0), NTP, NTP_LOG)
 
 
@@ -245,6 +271,7 @@ def _verify_tiles_kernel(
     TILE_LOG: tl.constexpr,  # log2(TILE)
     NTP: tl.constexpr,  # power of two >= n_tiles (>= 2)
     NTP_LOG: tl.constexpr,  # log2(NTP)
+    SCREEN: tl.constexpr,  # the screening exponential (_common.SCREEN_PINNED or SCREEN_EX2: config.LaunchConfig.screen)
 ) -> None:
     # Launch 1: §11.3 step 2's row classes and §11.4 P1's argmax, and for sampled requests the screen. Per tile, its
     # peak m_t, the NaN-propagating maximum of its entries (a NaN if one is; -0.0 and +0.0 as the hardware's maximum
@@ -268,7 +295,7 @@ def _verify_tiles_kernel(
     tl.store(peak_ptr + pid, mt)
     temp = tl.load(temp_ptr + r // (D + 1))
     if temp > 0.0:
-        e = _expf_screen(_exponent(x, mt, temp))
+        e = _screen_exp(_exponent(x, mt, temp), SCREEN)
         # A tile of -inf alone weighs nothing (its x - m_t would be NaN); a NaN or +inf tile fails its row.
         tl.store(sums_ptr + pid, tl.where(mt > float("-inf"), _tree(e, TILE, TILE_LOG), 0.0).to(tl.float64))
     if _last_of_row(cnt_ptr, r, n_tiles):
@@ -277,7 +304,28 @@ def _verify_tiles_kernel(
         tl.store(g_ptr + r, g)
         tl.store(m_ptr + r, m)
         if (cls == 0) & (temp > 0.0):
-            tl.store(approx_ptr + r, _row_screen(peak_ptr, sums_ptr, r, n_tiles, m, temp, NTP, NTP_LOG))
+            tl.store(approx_ptr + r, _row_screen(peak_ptr, sums_ptr, r, n_tiles, m, temp, NTP, NTP_LOG, SCREEN))
+
+
+@triton.jit
+def _sum_rows(x_ptr: tl.tensor, stride_b: tl.tensor, stride_j: tl.tensor, v: tl.tensor, n_tiles: tl.tensor,
+              cnt_ptr: tl.tensor, cls_ptr: tl.tensor, m_ptr: tl.tensor, c_ptr: tl.tensor, sums_ptr: tl.tensor,
+              s_ptr: tl.tensor, w_ptr: tl.tensor, b: tl.tensor, t: tl.tensor, offs: tl.tensor, in_row: tl.tensor,
+              temp: tl.tensor, lo: tl.tensor, hi: tl.tensor, marked: tl.tensor, D: tl.constexpr, KIND: tl.constexpr,
+              TILE: tl.constexpr, TILE_LOG: tl.constexpr, NTP: tl.constexpr, NTP_LOG: tl.constexpr) -> None:
+    """Launch 3 on tile t of request b's rows lo .. hi - 1 that are OK: the weights (stored for row a unless
+    ``marked``), the tile's P4 subtree sum, and in the row's last program its S."""
+    for j in range(lo, hi):
+        r = b * (D + 1) + j
+        if tl.load(cls_ptr + r) == 0:  # temp > 0: the request is sampled
+            row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
+            e = _expf(_exponent(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp), c_ptr)
+            if marked == 0:
+                tl.store(w_ptr + b * v + offs, e, mask=in_row)
+            w = e.to(tl.float64)  # P4's exact widening
+            tl.store(sums_ptr + r * n_tiles + t, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
+            if _last_of_row(cnt_ptr, r, n_tiles):
+                tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
 
 
 @triton.jit
@@ -292,9 +340,9 @@ def _verify_sums_kernel(
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of SPEC.md §6 (layout: _common.C_*)
-    state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's state (ST_*)
+    state_ptr: tl.tensor,  # [B, SW] int32: launch 2's state (ST_*)
     sums_ptr: tl.tensor,  # [R, n_tiles] fp64 out: each tile's P4 subtree sum (rows that are summed)
-    s_ptr: tl.tensor,  # [R] fp64 out: each summed row's S
+    s_ptr: tl.tensor,  # [R] fp64 out: each summed row's S (every summed row; with HANDOVER, marked requests' rows)
     w_ptr: tl.tensor,  # [B, V] fp32 out: row a's weights, for requests that draw and are not marked
     D: tl.constexpr,
     KIND: tl.constexpr,
@@ -302,31 +350,46 @@ def _verify_sums_kernel(
     TILE_LOG: tl.constexpr,  # log2(TILE)
     NTP: tl.constexpr,
     NTP_LOG: tl.constexpr,  # log2(NTP)
+    SW: tl.constexpr,  # state words per request (STATE, or STATE_HANDOVER with HANDOVER)
+    HANDOVER: tl.constexpr,  # config.LaunchConfig.handover
 ) -> None:
     # Launch 3: §11.4 P2-P4 per tile (b, t) of the rows whose exact S a later launch reads: row a of a request that
     # draws (launches 6 and 7, which read its weights from w_ptr), every OK row of a marked one (launches 4 and 5;
     # its row a is known only after launch 5, so launches 6 and 7 weigh it themselves); the row's last program
-    # computes S.
+    # computes S. With HANDOVER a tile of a drawing request waits on one load (launch 2's word: a and m) before its
+    # logits, where without it waits on four in turn (the state, then a, then row a's class, then its maximum); and
+    # it ends at its stores: launches 6 and 7 form S from the tile sums, so only marked requests' rows count in here.
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
-    marked = tl.load(state_ptr + STATE * b + ST_MARKED) != 0
-    if marked | (tl.load(state_ptr + STATE * b + ST_DRAWS) != 0):
-        a = tl.load(state_ptr + STATE * b + ST_A)
-        temp = tl.load(temp_ptr + b)
+    if HANDOVER:
         offs = t * TILE + tl.arange(0, TILE)
         in_row = offs < v
-        for j in range(tl.where(marked, 0, a), tl.where(marked, D + 1, a + 1)):
-            r = b * (D + 1) + j
-            if tl.load(cls_ptr + r) == 0:  # temp > 0: the request is sampled
-                row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
-                e = _expf(_exponent(_load_fp32(row, offs, in_row, KIND), tl.load(m_ptr + r), temp), c_ptr)
-                if marked == 0:
-                    tl.store(w_ptr + b * v + offs, e, mask=in_row)
-                w = e.to(tl.float64)  # P4's exact widening
-                tl.store(sums_ptr + r * n_tiles + t, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
-                if _last_of_row(cnt_ptr, r, n_tiles):
-                    tl.store(s_ptr + r, _row_total(sums_ptr, r, n_tiles, NTP, NTP_LOG))
+        hand = tl.load((state_ptr + SW * b + ST_WORD).to(tl.pointer_type(tl.int64)))
+        temp = tl.load(temp_ptr + b)
+        marked = (hand & HAND_MARKED) != 0
+        if marked:  # every row (rare): as without the handover
+            zero = tl.zeros_like(t)
+            _sum_rows(x_ptr, stride_b, stride_j, v, n_tiles, cnt_ptr, cls_ptr, m_ptr, c_ptr, sums_ptr, s_ptr, w_ptr,
+                      b, t, offs, in_row, temp, zero, zero + (D + 1), marked, D, KIND, TILE, TILE_LOG, NTP, NTP_LOG)
+        elif (hand & HAND_DRAWS) != 0:  # row a is OK (the request is): no class to read
+            a = ((hand >> 2) & 0x3FFFFFFF).to(tl.int32)
+            m = (hand >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+            row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
+            e = _expf(_exponent(_load_fp32(row, offs, in_row, KIND), m, temp), c_ptr)
+            tl.store(w_ptr + b * v + offs, e, mask=in_row)
+            w = e.to(tl.float64)  # P4's exact widening
+            tl.store(sums_ptr + (b * (D + 1) + a) * n_tiles + t, _tree(tl.where(in_row, w, 0.0), TILE, TILE_LOG))
+    else:
+        marked = tl.load(state_ptr + SW * b + ST_MARKED) != 0
+        if marked | (tl.load(state_ptr + SW * b + ST_DRAWS) != 0):
+            a = tl.load(state_ptr + SW * b + ST_A)
+            temp = tl.load(temp_ptr + b)
+            offs = t * TILE + tl.arange(0, TILE)
+            in_row = offs < v
+            _sum_rows(x_ptr, stride_b, stride_j, v, n_tiles, cnt_ptr, cls_ptr, m_ptr, c_ptr, sums_ptr, s_ptr, w_ptr,
+                      b, t, offs, in_row, temp, tl.where(marked, 0, a), tl.where(marked, D + 1, a + 1), marked, D, KIND,
+                      TILE, TILE_LOG, NTP, NTP_LOG)
 
 
 @triton.jit
@@ -342,7 +405,7 @@ def _verify_counts_kernel(
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     c_ptr: tl.tensor,  # fp64 constants of §6
     s_ptr: tl.tensor,  # [R] fp64: launch 3's S
-    state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's state (ST_*)
+    state_ptr: tl.tensor,  # [B, SW] int32: launch 2's state (ST_*)
     counts_ptr: tl.tensor,  # [R, n_tiles] int64 out: each tile's sum of P5 floor counts (marked requests)
     rem_ptr: tl.tensor,  # [R] int64 out: each counted row's remainder R
     n_prog: tl.tensor,  # programs per target row: cdiv(n_tiles, CHUNK)
@@ -351,6 +414,7 @@ def _verify_counts_kernel(
     TILE: tl.constexpr,
     CHUNK: tl.constexpr,  # tiles per program
     NTP: tl.constexpr,
+    SW: tl.constexpr,  # state words per request
 ) -> None:
     # Launch 4: §11.4 P5, CHUNK tiles per program, for the rows of requests that launch 2 marked (rare: a grid of
     # programs that mostly return at once); the row's last program computes R (P6).
@@ -358,7 +422,7 @@ def _verify_counts_kernel(
     r = pid // n_prog
     p = pid % n_prog
     b = r // (D + 1)
-    if tl.load(state_ptr + STATE * b + ST_MARKED) != 0:
+    if tl.load(state_ptr + SW * b + ST_MARKED) != 0:
         temp = tl.load(temp_ptr + b)
         if (tl.load(cls_ptr + r) == 0) & (temp > 0.0):
             row = x_ptr + b * stride_b + (r % (D + 1)) * stride_j
@@ -398,7 +462,7 @@ def _verify_rows_kernel(
     status_ptr: tl.tensor,  # [B] int8 out
     acc_ptr: tl.tensor,  # [B] int32 out: accepted drafts, -1 for failed rows
     out_ptr: tl.tensor,  # [B, D+1] int32 out: tokens (a sampled row's token at index a: launch 7 writes it)
-    state_ptr: tl.tensor,  # [B, STATE] int32 out: the state (ST_*) for launches 3-7
+    state_ptr: tl.tensor,  # [B, SW] int32 out: the state (ST_*) for launches 3-7
     have_r: tl.tensor,  # 0: launch 2, every request, by S~ and without R; 1: launch 5, the marked ones, with S and R
     r_bound: tl.tensor,  # an upper bound on every R (V, §11.4 "Range"; tests raise it to open more tests)
     up: tl.tensor,  # fp32 1 + margin and 1 - margin, both exact: S lies within S~ (1 +- margin)
@@ -407,10 +471,12 @@ def _verify_rows_kernel(
     DP: tl.constexpr,  # power of two >= D + 1
     K: tl.constexpr,  # 32
     KIND: tl.constexpr,
+    SW: tl.constexpr,  # state words per request (STATE, or STATE_HANDOVER with HANDOVER)
+    HANDOVER: tl.constexpr,  # launch 2 writes the handed-over word for launch 3 (config.LaunchConfig.handover)
 ) -> None:
     # Launches 2 and 5: one program per request row.
     b = tl.program_id(0).to(tl.int64)
-    if (have_r == 0) | (tl.load(state_ptr + STATE * b + ST_MARKED) != 0):
+    if (have_r == 0) | (tl.load(state_ptr + SW * b + ST_MARKED) != 0):
         jd = tl.arange(0, DP)
         slot = tl.arange(0, K)
         x_row = x_ptr + b * stride_b
@@ -494,11 +560,17 @@ def _verify_rows_kernel(
         tl.store(status_ptr + b, status.to(tl.int8))
         tl.store(acc_ptr + b, tl.where(ok, a, EMPTY_ID))
         tl.store(out_ptr + b * (D + 1) + jd, out, mask=jd < D + 1)
-        tl.store(state_ptr + STATE * b + ST_DRAWS, (sampled & (marked == 0)).to(tl.int32))
-        tl.store(state_ptr + STATE * b + ST_A, a)
+        draws = (sampled & (marked == 0)).to(tl.int32)
+        tl.store(state_ptr + SW * b + ST_DRAWS, draws)
+        tl.store(state_ptr + SW * b + ST_A, a)
         if have_r == 0:  # launch 5 leaves the mark: launches 6 and 7 weigh a marked request's row a themselves
-            tl.store(state_ptr + STATE * b + ST_MARKED, marked)
-        tl.store(state_ptr + STATE * b + ST_REJECTED, (a < n).to(tl.int32))
+            tl.store(state_ptr + SW * b + ST_MARKED, marked)
+            if HANDOVER:  # launch 3's word: what it reads before row a's logits, in one load
+                mrow = tl.load(m_ptr + b * (D + 1) + jd, mask=jd < D + 1, other=0.0).to(tl.uint32, bitcast=True)
+                m_a = tl.sum(tl.where(jd == a, mrow, 0))  # the one lane at a: its bits as they are
+                word = (m_a.to(tl.int64) << 32) | (a.to(tl.int64) << 2) | (marked.to(tl.int64) << 1) | draws
+                tl.store((state_ptr + SW * b + ST_WORD).to(tl.pointer_type(tl.int64)), word)
+        tl.store(state_ptr + SW * b + ST_REJECTED, (a < n).to(tl.int32))
 
 
 @triton.jit
@@ -531,36 +603,40 @@ def _verify_residual_kernel(
     n_tiles: tl.tensor,
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    s_ptr: tl.tensor,  # [R] fp64: launch 3's S
+    s_ptr: tl.tensor,  # [R] fp64: launch 3's S; with HANDOVER [R, n_tiles]: its tile sums, whose tree S is
     w_ptr: tl.tensor,  # [B, V] fp32: launch 3's weights of row a (requests that were not marked)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
     tix_ptr: tl.tensor,  # [B, D, K] int32 draft slot tickets
     c_ptr: tl.tensor,  # fp64 constants of §6
     near: tl.tensor,  # fp32 scalar: _floor_counts_fast's margin (accept.count_margin, a power of two)
-    state_ptr: tl.tensor,  # [B, STATE] int32: launch 2's or 5's state (ST_*)
+    state_ptr: tl.tensor,  # [B, SW] int32: launch 2's or 5's state (ST_*)
     plain_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of floor counts c, or UNSURE (drawing rows)
     corr_ptr: tl.tensor,  # [B, n_tiles] int64 out: each tile's sum of min(c, Q* 2^16) at Q*'s slots but g
     D: tl.constexpr,
     K: tl.constexpr,
     KIND: tl.constexpr,
     TILE: tl.constexpr,
+    NTP: tl.constexpr,  # power of two >= n_tiles (>= 2)
+    NTP_LOG: tl.constexpr,  # log2(NTP)
+    SW: tl.constexpr,  # state words per request
+    HANDOVER: tl.constexpr,  # S of row a from launch 3's tile sums (config.LaunchConfig.handover)
 ) -> None:
     # Launch 6: §11.7 on the tiles of row (b, a). Q* is draft a's q when draft a was rejected, else 0 (the bonus).
     # The plain counts by the reciprocal of S (_floor_counts_fast); a tile it is unsure of is left to launch 7.
     pid = tl.program_id(0).to(tl.int64)
     b = pid // n_tiles
     t = pid % n_tiles
-    if tl.load(state_ptr + STATE * b + ST_DRAWS) != 0:
-        a = tl.load(state_ptr + STATE * b + ST_A)
-        rejected = tl.load(state_ptr + STATE * b + ST_REJECTED) != 0
+    if tl.load(state_ptr + SW * b + ST_DRAWS) != 0:
+        a = tl.load(state_ptr + SW * b + ST_A)
+        rejected = tl.load(state_ptr + SW * b + ST_REJECTED) != 0
         r = b * (D + 1) + a
         row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
         m = tl.load(m_ptr + r)
         temp = tl.load(temp_ptr + b)
-        s = tl.load(s_ptr + r)
+        s = _row_s(s_ptr, r, n_tiles, NTP, NTP_LOG, HANDOVER)
         g = tl.load(g_ptr + r)
-        stored = tl.load(state_ptr + STATE * b + ST_MARKED) == 0
+        stored = tl.load(state_ptr + SW * b + ST_MARKED) == 0
         w_row = w_ptr + b * v
         offs = t * TILE + tl.arange(0, TILE)
         in_row = offs < v
@@ -587,7 +663,7 @@ def _verify_draw_kernel(
     n_tiles: tl.tensor,
     g_ptr: tl.tensor,  # [R] int32: launch 1's argmaxes
     m_ptr: tl.tensor,  # [R] fp32: launch 1's row maxima
-    s_ptr: tl.tensor,  # [R] fp64: launch 3's S
+    s_ptr: tl.tensor,  # [R] fp64: launch 3's S; with HANDOVER [R, n_tiles]: its tile sums, whose tree S is
     w_ptr: tl.tensor,  # [B, V] fp32: launch 3's weights of row a (requests that were not marked)
     temp_ptr: tl.tensor,  # [B] fp32 target temperature
     ids_ptr: tl.tensor,  # [B, D, K] int32 draft slot IDs
@@ -597,7 +673,7 @@ def _verify_draw_kernel(
     pos_ptr: tl.tensor,  # [B] uint64 absolute position of draft 0 (int64 bits)
     c_ptr: tl.tensor,  # fp64 constants of §6
     dom_res: tl.tensor,  # DOMAIN_RESIDUAL (< 2^63, passed as int64)
-    state_ptr: tl.tensor,  # [B, STATE] int32: the state (ST_*)
+    state_ptr: tl.tensor,  # [B, SW] int32: the state (ST_*)
     plain_ptr: tl.tensor,  # [B, n_tiles] int64: launch 6's tile sums of c (UNSURE: counted here)
     corr_ptr: tl.tensor,  # [B, n_tiles] int64: launch 6's tile sums of min(c, Q* 2^16) at Q*'s slots but g
     out_ptr: tl.tensor,  # [B, D+1] int32 out: the token at index a
@@ -606,23 +682,26 @@ def _verify_draw_kernel(
     KIND: tl.constexpr,
     TILE: tl.constexpr,
     NTP: tl.constexpr,
+    NTP_LOG: tl.constexpr,  # log2(NTP)
+    SW: tl.constexpr,  # state words per request
+    HANDOVER: tl.constexpr,  # S of row a from launch 3's tile sums (config.LaunchConfig.handover)
 ) -> None:
     # Launch 7: one program per request that draws. The residual's tile sums from launch 6's (its UNSURE tiles
     # counted here by the division, one at a time: rare) and R = 2^40 - (the sum of c) with g's own term; U below
     # their sum (§11.5); the tile t* of the first C(y) > U; the token is t* TILE + the number of y of tile t* with
     # C(y) <= U.
     b = tl.program_id(0).to(tl.int64)
-    if tl.load(state_ptr + STATE * b + ST_DRAWS) != 0:
-        a = tl.load(state_ptr + STATE * b + ST_A)
-        rejected = tl.load(state_ptr + STATE * b + ST_REJECTED) != 0
+    if tl.load(state_ptr + SW * b + ST_DRAWS) != 0:
+        a = tl.load(state_ptr + SW * b + ST_A)
+        rejected = tl.load(state_ptr + SW * b + ST_REJECTED) != 0
         r = b * (D + 1) + a
         row = x_ptr + b * stride_b + a.to(tl.int64) * stride_j
         w_row = w_ptr + b * v
         m = tl.load(m_ptr + r)
         temp = tl.load(temp_ptr + b)
-        s = tl.load(s_ptr + r)
+        s = _row_s(s_ptr, r, n_tiles, NTP, NTP_LOG, HANDOVER)
         g = tl.load(g_ptr + r)
-        stored = tl.load(state_ptr + STATE * b + ST_MARKED) == 0
+        stored = tl.load(state_ptr + SW * b + ST_MARKED) == 0
         ti = tl.arange(0, NTP)
         live = ti < n_tiles
         plain = tl.load(plain_ptr + b * n_tiles + ti, mask=live, other=0)

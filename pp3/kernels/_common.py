@@ -3,8 +3,9 @@
 Arithmetic model of every exact-path kernel: launched with ``enable_fp_fusion=False`` (no FMA contraction) and
 ``enable_reflect_ftz=False`` (subnormals kept), see ``config.EXACT``; fp32 division is ``div_rn``; no ``tl.exp``
 (the exponential is ``_expf``, SPEC.md §6); the only float reductions are the fixed pairwise trees of §5 step 4 and
-§11.4 (``_tree``); selection, ticket placement and the draws use integers. ``pp3.kernels.ptx_audit`` checks the
-compiled code of every kernel for instructions that would break this.
+§11.4 (``_tree``); selection, ticket placement and the draws use integers. ``pp3.audit.ptx`` checks the compiled
+code of every kernel for instructions that would break this. One function is exempt, and only in its own lines: the
+verifier's hardware screening exponential ``_expf_screen_ex2`` (SPEC.md §11.12), whose value reaches no output.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def _load_padded(ptr: tl.tensor, mask: tl.tensor, KIND: tl.constexpr) -> tl.tens
 
     The -inf is selected in registers after the load, which pads with 0: Triton 3.6 to 3.8 pack a negative 16-bit
     ``other`` of a vectorised load into 32-bit registers sign-extended (``mov.u32 %r, 0xfffffffffffffc00``), so every
-    second padded fp16/bf16 entry read 0xFFFF, a NaN (the H200 showed it, records/2026-12-01g; Triton 3.9 packs
+    second padded fp16/bf16 entry read 0xFFFF, a NaN (the H200 showed it, records/2026-12-01/h200-g; Triton 3.9 packs
     0xfc00fc00). ``pp3.audit.ptx`` fails any kernel with such a move."""
     return tl.where(mask, _widen_bits(tl.load(ptr, mask=mask, other=0), KIND), 0xFF800000)
 
@@ -318,6 +319,32 @@ def _expf_screen(z: tl.tensor) -> tl.tensor:
     return p * scale  # type: ignore[no-any-return]  # (k: a tensor minus a constexpr, Any to mypy)
 
 
+# The screening exponentials (``config.SCREENS``), as a kernel's SCREEN takes them.
+SCREEN_PINNED = tl.constexpr(0)
+SCREEN_EX2 = tl.constexpr(1)
+
+
+@triton.jit
+def _expf_screen_ex2(z: tl.tensor) -> tl.tensor:
+    """``screen.expf_screen_ex2`` (fp32 z <= 0, -inf allowed): 2^fl32(z LOG2E) by the hardware's exponential,
+    ``ex2.approx.f32`` (MUFU.EX2; the interpreter: NumPy's fp32 exp2). Within ``screen.SCREEN_REL`` of §6's
+    ``expf`` for z >= -86 and below ``screen.SCREEN_ABS`` under it, from the instruction's documented error
+    (``pp3.kernels.screen``) and audited on every input. SPEC.md §11.12: the one function of pp3's kernels whose
+    lines may hold an approximate instruction (``pp3.audit.ptx`` counts them); its value reaches only S~."""
+    return tl.math.exp2(z * SCREEN_LOG2E)
+
+
+@triton.jit
+def _screen_exp(z: tl.tensor, SCREEN: tl.constexpr) -> tl.tensor:
+    """The verifier's screening exponential that SCREEN names (``SCREEN_PINNED``: ``_expf_screen``, every
+    operation pinned; ``SCREEN_EX2``: ``_expf_screen_ex2``)."""
+    if SCREEN == SCREEN_EX2:
+        e = _expf_screen_ex2(z)
+    else:
+        e = _expf_screen(z)
+    return e
+
+
 @triton.jit
 def _tree(w: tl.tensor, N: tl.constexpr, LOG: tl.constexpr) -> tl.tensor:
     """§5 step 4 / §11.4 P4: the fp64 pairwise tree over N = 2^LOG entries, adjacent pairs first (a fixed order on every
@@ -354,12 +381,13 @@ def _expf_screen_kernel(
     out_ptr: tl.tensor,  # [n] fp32 out: the screening exponential (pp3.kernels.screen)
     n: tl.tensor,  # number of inputs
     BLOCK: tl.constexpr,
+    SCREEN: tl.constexpr,  # which one (SCREEN_PINNED, SCREEN_EX2)
 ) -> None:
-    # The verifier's screening exponential alone, for the exhaustive audit of its bound (tools/audit_screen.py).
+    # The verifier's screening exponential alone, for the exhaustive audit of its bound (stats/audit_screen.py).
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     z = tl.load(z_ptr + offs, mask=mask, other=0.0)
-    tl.store(out_ptr + offs, _expf_screen(z), mask=mask)
+    tl.store(out_ptr + offs, _screen_exp(z, SCREEN), mask=mask)
 
 
 @triton.jit

@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
-from pp3.kernels import checks, launchers, screen
+from pp3.kernels import checks, config, launchers, screen
 from pp3.kernels.buffers import RowKeys, Verdict
+from pp3.kernels.config import DEFAULT_LAUNCH, LaunchConfig
 from pp3.reference._constants import K
 
 __all__ = ["Verdict", "count_margin", "expf_screen", "remainder_bound", "screen_margin", "uniform_below", "verify"]
@@ -31,6 +32,7 @@ def verify(
     *,
     tile: int | None = None,
     out: Verdict | None = None,
+    launch: LaunchConfig = DEFAULT_LAUNCH,
 ) -> Verdict:
     """The Triton verifier: same arguments and results as ``pp3.reference.verify``, on torch tensors.
 
@@ -38,10 +40,11 @@ def verify(
     statuses, int32 slots); ``seed``/``round``/``position`` int64 tensors of uint64 bits (or ints / sequences).
     Seven launches (``_accept.py``); no host synchronisation, so a call can be captured in a CUDA graph. ``out``:
     caller-owned output buffers (a ``Verdict`` of contiguous tensors that share no memory with each other or with an
-    input), written in place.
+    input), written in place. ``launch``: its ``screen`` and ``handover`` pick the verifier's variants (the same
+    bits either way).
     """
     return launchers.verify(*verify_args(target_logits, target_temperature, draft_tokens, draft_status, draft_ids,
-                                         draft_tickets, seed, round, position, tile, out))
+                                         draft_tickets, seed, round, position, tile, out, launch))
 
 
 def verify_args(
@@ -56,8 +59,9 @@ def verify_args(
     position: Any,
     tile: Any,
     out: Any,
+    launch: Any = DEFAULT_LAUNCH,
 ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, RowKeys, int, float,
-           float, Verdict]:
+           float, LaunchConfig, Verdict]:
     """The arguments of ``verify``, checked, as ``launchers.verify`` takes them (the custom operators' fake
     implementations check through it too)."""
     x = checks.logits("target_logits", target_logits, dims=3)
@@ -65,16 +69,19 @@ def verify_args(
     d = d1 - 1
     dev = x.device
     t = checks.verify_tile(tile, v, b * d1)
-    drafts = [
-        ("draft_tokens", checks.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)),
-        ("draft_status", checks.tensor("draft_status", draft_status, torch.int8, (b, d), dev)),
-        ("draft_ids", checks.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)),
-        ("draft_tickets", checks.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)),
-    ]
+    tok = checks.tensor("draft_tokens", draft_tokens, torch.int32, (b, d), dev)
+    dst = checks.tensor("draft_status", draft_status, torch.int8, (b, d), dev)
+    ids = checks.tensor("draft_ids", draft_ids, torch.int32, (b, d, K), dev)
+    tix = checks.tensor("draft_tickets", draft_tickets, torch.int32, (b, d, K), dev)
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = checks.verdict_out(out, b, d1, dev, [("target_logits", x), *drafts, *keys.named()])
-    tok, dst, ids, tix = (a for _, a in drafts)
-    return x, t, tok, dst, ids, tix, keys, remainder_bound(v), screen_margin(), count_margin(), dest
+    reads = checks.tensors([
+        ("target_logits", target_logits), ("draft_tokens", draft_tokens), ("draft_status", draft_status),
+        ("draft_ids", draft_ids), ("draft_tickets", draft_tickets), ("target_temperature", target_temperature),
+        ("seed", seed), ("round", round), ("position", position),
+    ])
+    dest = checks.verdict_out(out, b, d1, dev, reads)
+    config = checks.launch_config(launch)
+    return x, t, tok, dst, ids, tix, keys, remainder_bound(v), screen_margin(), count_margin(), config, dest
 
 
 def screen_margin() -> float:
@@ -99,13 +106,19 @@ def remainder_bound(v: int) -> int:
     return v
 
 
-def expf_screen(z: torch.Tensor) -> torch.Tensor:
-    """The verifier's screening exponential (``pp3.kernels.screen``, never an output) on a 1-D fp32 tensor of z <= 0,
-    through the kernels' own device code: for the audit of its bound (tools/audit_screen.py)."""
+def expf_screen(z: torch.Tensor, screen: str = "pinned", *, block: int = 1024) -> torch.Tensor:
+    """The verifier's screening exponential ``screen`` ("pinned" or "ex2": ``pp3.kernels.screen``, never an output)
+    on a 1-D fp32 tensor of z <= 0, through the kernels' own device code, ``block`` inputs per program (a power of
+    two; the interpreter's audit of every input takes large ones): for the audit of its bound
+    (stats/audit_screen.py)."""
     if not isinstance(z, torch.Tensor) or z.dtype != torch.float32 or z.dim() != 1:
         raise TypeError("z: expected a 1-D float32 torch.Tensor")
+    if screen not in config.SCREENS:
+        raise ValueError(f"screen: expected 'pinned' or 'ex2', got {screen!r}")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or block & (block - 1) or block > 1 << 24:
+        raise ValueError(f"block: expected a power of two in 1 .. 2^24, got {block!r}")
     z = z.contiguous()
-    return launchers.expf_screen(z, torch.empty_like(z))
+    return launchers.expf_screen(z, screen, torch.empty_like(z), block)
 
 
 def uniform_below(seed: torch.Tensor, round: torch.Tensor, position: torch.Tensor, domain: int,

@@ -37,11 +37,6 @@ class RowKeys:
     round: torch.Tensor  # [B] int64 (uint64 bits)
     position: torch.Tensor  # [B] int64 (uint64 bits)
 
-    def named(self) -> list[tuple[str, torch.Tensor]]:
-        """Each key with the name of the argument it came from (for the checks' messages)."""
-        return [("target_temperature", self.temperature), ("seed", self.seed), ("round", self.round),
-                ("position", self.position)]
-
     def at(self, depth: int) -> RowKeys:
         """The keys of draft ``depth`` of a proposal loop: position + depth (int64 addition wraps mod 2^64)."""
         return dataclasses.replace(self, position=self.position + depth) if depth else self

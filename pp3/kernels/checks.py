@@ -1,8 +1,8 @@
 """SPEC.md §2 and §11.2 caller-error checks on the torch side: the one copy every entry point uses (selector, verifier,
 pair, drafter, adapters). Imports torch but not triton.
 
-Every check here reads shapes, dtypes and devices only, never device memory, so a checked call can be captured in a
-CUDA graph. A public entry point checks and normalises each argument once here, then hands the results to
+Every check here reads shapes, dtypes, devices and addresses only, never device memory, so a checked call can be
+captured in a CUDA graph. A public entry point checks and normalises each argument once here, then hands the results to
 ``pp3.kernels.launch``, whose launchers trust them. A check raises ``TypeError`` (a wrong type or dtype) or
 ``ValueError`` (a wrong shape, device or value) naming the argument, before any launch.
 """
@@ -100,15 +100,32 @@ def tiles_fit(n_tiles: int, what: str) -> None:
         )
 
 
-def _exact(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device, of: str) -> None:
+def dense(name: str, t: Any, dtypes: tuple[torch.dtype, ...] | None = None) -> torch.Tensor:
+    """``t`` as a dense (strided) tensor, of one of ``dtypes`` when given (TypeError naming ``name`` otherwise)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        raise TypeError(f"{name}: expected {dtype}, got {t.dtype}")
+    if dtypes is not None and t.dtype not in dtypes:
+        raise TypeError(f"{name}: expected {' or '.join(str(d) for d in dtypes)}, got {t.dtype}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {t.layout}")
+    return t
+
+
+def shaped(name: str, t: torch.Tensor, shape: tuple[int, ...], dims: str = "") -> None:
+    """``t`` has exactly ``shape`` (``dims`` names its dimensions in the message)."""
     if tuple(t.shape) != shape:
-        raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
+        raise ValueError(f"{name}: expected shape {dims + ' = ' if dims else ''}{shape}, got {tuple(t.shape)}")
+
+
+def on(name: str, t: torch.Tensor, device: torch.device, of: str) -> None:
+    """``t`` is on ``device``, where ``of`` ("the logits are", "ids is") already is."""
     if t.device != device:
-        raise ValueError(f"{name}: on {t.device}, but the {of} are on {device}")
+        raise ValueError(f"{name}: on {t.device}, but {of} on {device}")
+
+
+def _exact(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device, of: str) -> None:
+    shaped(name, dense(name, t, (dtype,)), shape)
+    on(name, t, device, f"the {of} are")
 
 
 def tensor(name: str, t: Any, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
@@ -131,21 +148,40 @@ def _byte_range(t: torch.Tensor) -> tuple[int | torch.SymInt, int | torch.SymInt
     return lo * t.element_size(), (hi + 1) * t.element_size()
 
 
+def _span(t: torch.Tensor) -> tuple[Any, int | torch.SymInt, int | torch.SymInt]:
+    """Where ``t``'s bytes lie: an address space and the range ``lo .. hi - 1`` in it. A tensor with memory (its
+    storage on a device) is placed by address (the storage's data pointer plus ``_byte_range``), so two tensors over
+    one buffer overlap whatever storage objects hold them (views, ``torch.from_numpy`` of one array twice, DLPack). A
+    fake or meta tensor has no memory (its storage is on meta): it is placed in its storage object, so views of one
+    fake storage overlap as the real ones would."""
+    storage = t.untyped_storage()
+    lo, hi = _byte_range(t)
+    if storage.device.type == "meta":
+        return ("storage", storage._cdata), lo, hi
+    base = storage.data_ptr()
+    return ("memory", t.device), base + lo, base + hi
+
+
 def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+    if a.numel() == 0 or b.numel() == 0:
         return False
-    if a.untyped_storage()._cdata != b.untyped_storage()._cdata:  # the storage itself, also of fake and meta tensors
-        return False
-    (alo, ahi), (blo, bhi) = _byte_range(a), _byte_range(b)
-    return alo < bhi and blo < ahi
+    (where_a, alo, ahi), (where_b, blo, bhi) = _span(a), _span(b)
+    return bool(where_a == where_b and alo < bhi and blo < ahi)
+
+
+def tensors(named: Sequence[tuple[str, Any]]) -> Named:
+    """The arguments of ``named`` that are tensors, as the caller passed them: what an output may not overlap (a
+    check's copy of an argument is new memory, so the argument itself is what counts)."""
+    return [(name, t) for name, t in named if isinstance(t, torch.Tensor)]
 
 
 def disjoint(writes: Named, reads: Named) -> None:
     """No tensor of ``writes`` (what a launch writes) shares memory with another of them or with one of ``reads``
-    (what it reads; those may share memory with each other). Two tensors share memory when they view one storage
-    and their byte ranges (from the lowest to the highest byte their shapes and strides reach) intersect, so a
-    strided view counts with its whole range. Only shapes, strides, storage offsets and storage identities are
-    read, so fake and meta tensors are checked as real ones are."""
+    (the caller's input tensors; those may share memory with each other): the one memory check of every ``out=``
+    path. Two tensors share memory when their byte ranges (from the lowest to the highest byte their shapes and
+    strides reach, at the storage's address: ``_span``) intersect, so a strided view counts with its whole range,
+    and two storages over one buffer are one memory. Reads no device memory: fake and meta tensors are checked by
+    their storage objects."""
     for i, (name, t) in enumerate(writes):
         for other, u in [*writes[:i], *reads]:
             if _overlap(t, u):
@@ -249,6 +285,8 @@ def _next_power_of_2(n: int) -> int:
 def shards(xs: Sequence[Any], tile_value: Any, name: str = "shards") -> tuple[list[torch.Tensor], int]:
     """Checked shards of one batch (same rows, same device, in ID order) and the tile, which must fit launch 2.
     Errors name ``name[i]`` (``name`` alone for a single unsharded ``logits``)."""
+    if not isinstance(xs, Sequence):  # a tensor too: it is not a list of shards (and its truth value is ambiguous)
+        raise TypeError(f"{name}: expected a sequence of [B, V_r] tensors (a list of shards), got {type(xs).__name__}")
     if not xs:
         raise ValueError(f"{name}: need at least one shard")
     out = [logits(name if name == "logits" else f"{name}[{i}]", s) for i, s in enumerate(xs)]

@@ -60,14 +60,16 @@ ROWS_STEP = 2048
 ROWS_WARPS = 8
 # Exact arithmetic (SPEC.md "Keywords"): no FMA contraction, no flush to zero. The interpreter ignores both.
 EXACT: dict[str, Any] = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+SCREENS = ("pinned", "ex2")  # the verifier's screening exponentials (LaunchConfig.screen)
 
 
-SELECTORS = ("auto", "segments", "tiles", "onelaunch", "rows")
+_WARPS = (1, 2, 4, 8, 16, 32)  # warps per program that a LaunchConfig may name
+SELECTORS = ("auto", "segments", "tiles", "onelaunch", "rows")  # the selectors that LaunchConfig.selector may name
 
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """How the selector's two launches run (never what they compute).
+    """How the selector's launches, and the verifier's, run (never what they compute).
 
     ``warps``: warps per program of the tile selector's launch 1 and launch 2 (tuned on the H200, bench/NOTES.md; the
     greedy selector's programs take the first). ``segment_warps``: the same for the segment selector's launches A, B
@@ -92,6 +94,16 @@ class LaunchConfig:
     # maximum alone; launch 2 reads the first tile holding the row's maximum again; one shard per call, a sharded call
     # keeps the keys) or "auto" (the default: rescan for fp16/bf16, keys for fp32, as measured: bench/NOTES.md).
     greedy: str = "auto"
+    # The verifier's variants (``accept.verify``; neither changes an output bit: SPEC.md §11.12 for the screen).
+    # ``screen``: launch 1's screening exponential, "pinned" (fourteen fp32 operations, each one IEEE operation: the
+    # shipped one) or "ex2" (the hardware's, ``ex2.approx.f32`` = MUFU.EX2, under the bound ``pp3.kernels.screen``
+    # derives from its documented error); None reads PP3_VERIFY_SCREEN (``verify_screen``).
+    screen: str | None = None
+    # ``handover``: launch 2 hands launch 3 one word per request (whether it draws or is marked, its row a, and that
+    # row's maximum), so a drawing request's tile waits on one load before its logits instead of four, and launches
+    # 6 and 7 form row a's S from launch 3's tile sums themselves (launch 3 counts rows in for marked requests only);
+    # None reads PP3_VERIFY_HANDOVER (``verify_handover``).
+    handover: bool | None = None
     # The one-launch and row selectors: warps per program (None: ``onelaunch_warps`` for the one-launch selector,
     # ROWS_WARPS for the row selector); the survivors' first K by a compare-and-count rank instead of a bitonic
     # network (``top_rank``); polls of the row's buckets per one-launch program at most (None: ONELAUNCH_POLLS);
@@ -102,33 +114,48 @@ class LaunchConfig:
     max_registers: int | None = None
 
     def __post_init__(self) -> None:
+        """Every field checked when the configuration is made (a launch trusts it): ``TypeError`` for a wrong type
+        (``pdl=0`` is not ``False``: ``use_pdl`` tells the three settings apart by identity), ``ValueError`` for a
+        wrong value, each naming the field."""
         for name, w, n in (("warps", self.warps, 2), ("segment_warps", self.segment_warps, 3)):
-            if w is None:  # segment_warps: the defaults of the path taken
+            if w is None and name == "segment_warps":  # the defaults of the path taken
                 continue
-            if len(w) != n or any(isinstance(c, bool) or c not in (1, 2, 4, 8, 16, 32) for c in w):
-                raise ValueError(f"{name}: expected {n} of 1, 2, 4, 8, 16, 32, got {w!r}")
-        if self.segment_gather is not None and not isinstance(self.segment_gather, bool):
-            raise ValueError(f"segment_gather: expected None, True or False, got {self.segment_gather!r}")
-        if self.pdl not in (None, True, False):
-            raise ValueError(f"pdl: expected None, True or False, got {self.pdl!r}")
-        if self.selector not in SELECTORS:
-            raise ValueError(f"selector: expected one of {', '.join(map(repr, SELECTORS))}, got {self.selector!r}")
-        if self.greedy not in ("auto", "keys", "rescan"):
-            raise ValueError(f"greedy: expected 'auto', 'keys' or 'rescan', got {self.greedy!r}")
+            if not isinstance(w, tuple) or not all(type(c) is int for c in w):
+                raise TypeError(f"{name}: expected a tuple of {n} ints, got {w!r}")
+            if len(w) != n or any(c not in _WARPS for c in w):
+                raise ValueError(f"{name}: expected {n} of {', '.join(map(str, _WARPS))}, got {w!r}")
+        for name, flag in (("pdl", self.pdl), ("segment_gather", self.segment_gather)):
+            if flag is not None and not isinstance(flag, bool):
+                raise TypeError(f"{name}: expected None, True or False, got {flag!r}")
+        for name, text, allowed in (("selector", self.selector, SELECTORS),
+                                    ("greedy", self.greedy, ("auto", "keys", "rescan"))):
+            if not isinstance(text, str):
+                raise TypeError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {text!r}")
+            if text not in allowed:
+                raise ValueError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {text!r}")
+        if self.screen is not None and not isinstance(self.screen, str):
+            raise TypeError(f"screen: expected None, 'pinned' or 'ex2', got {self.screen!r}")
+        if self.screen is not None and self.screen not in SCREENS:
+            raise ValueError(f"screen: expected None, 'pinned' or 'ex2', got {self.screen!r}")
+        if self.handover is not None and not isinstance(self.handover, bool):
+            raise TypeError(f"handover: expected None, True or False, got {self.handover!r}")
         s = self.segment
-        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 32 or s > 1 << 16 or s & (s - 1)):
+        if s is not None and type(s) is not int:
+            raise TypeError(f"segment: expected None or an int, got {s!r}")
+        if s is not None and (s < 32 or s > 1 << 16 or s & (s - 1)):
             raise ValueError(f"segment: expected None or a power of two in 32 .. 65536, got {s!r}")
         ow = self.onelaunch_warps
-        if ow is not None and (isinstance(ow, bool) or ow not in (1, 2, 4, 8, 16, 32)):
-            raise ValueError(f"onelaunch_warps: expected None or one of 1, 2, 4, 8, 16, 32, got {ow!r}")
+        if ow is not None and type(ow) is not int:
+            raise TypeError(f"onelaunch_warps: expected None or an int, got {ow!r}")
+        if ow is not None and ow not in _WARPS:
+            raise ValueError(f"onelaunch_warps: expected None or one of {', '.join(map(str, _WARPS))}, got {ow!r}")
         if not isinstance(self.top_rank, bool):
-            raise ValueError(f"top_rank: expected True or False, got {self.top_rank!r}")
-        p = self.polls
-        if p is not None and (isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 64):
-            raise ValueError(f"polls: expected None or an int in 1 .. 64, got {p!r}")
-        r = self.max_registers
-        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or not 24 <= r <= 255):
-            raise ValueError(f"max_registers: expected None or an int in 24 .. 255, got {r!r}")
+            raise TypeError(f"top_rank: expected True or False, got {self.top_rank!r}")
+        for name, count, low, high in (("polls", self.polls, 1, 64), ("max_registers", self.max_registers, 24, 255)):
+            if count is not None and type(count) is not int:
+                raise TypeError(f"{name}: expected None or an int, got {count!r}")
+            if count is not None and not low <= count <= high:
+                raise ValueError(f"{name}: expected None or an int in {low} .. {high}, got {count!r}")
 
 
 DEFAULT_LAUNCH = LaunchConfig()
@@ -172,8 +199,8 @@ def segment_gathers(b: int, config: LaunchConfig = DEFAULT_LAUNCH) -> bool:
 
 def segment_warps(gather: bool, config: LaunchConfig = DEFAULT_LAUNCH) -> tuple[int, int, int]:
     """Warps per program of launches A, B and C: ``config.segment_warps``, by default (4, 1, 4) with launch B (C at 4
-    warps: -7 % at B = 1 against 8, records/2026-12-07) and (4, 1, 8) when C gathers (its gather then holds 16
-    entries per thread; 4 warps at 32 spill: records/2026-12-08)."""
+    warps: -7 % at B = 1 against 8, records/2026-12-03/h200-b) and (4, 1, 8) when C gathers (its gather then holds 16
+    entries per thread; 4 warps at 32 spill: records/2026-12-03/h200-c)."""
     if config.segment_warps is not None:
         return config.segment_warps
     return (4, 1, 8) if gather else (4, 1, 4)
@@ -222,3 +249,25 @@ def use_pdl(device: torch.device, config: LaunchConfig = DEFAULT_LAUNCH) -> bool
     import torch
 
     return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def verify_screen(config: LaunchConfig = DEFAULT_LAUNCH) -> str:
+    """The verifier's screening exponential: ``config.screen``, else PP3_VERIFY_SCREEN ("pinned" or "ex2"), else
+    "pinned" (read at every call, as PP3_PDL is)."""
+    if config.screen is not None:
+        return config.screen
+    value = os.environ.get("PP3_VERIFY_SCREEN", "pinned")
+    if value not in SCREENS:
+        raise ValueError(f"PP3_VERIFY_SCREEN: expected 'pinned' or 'ex2', got {value!r}")
+    return value
+
+
+def verify_handover(config: LaunchConfig = DEFAULT_LAUNCH) -> bool:
+    """Whether the verifier's launch 2 hands launch 3 one word per request: ``config.handover``, else
+    PP3_VERIFY_HANDOVER ("1" or "0"), else False (read at every call)."""
+    if config.handover is not None:
+        return config.handover
+    value = os.environ.get("PP3_VERIFY_HANDOVER", "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"PP3_VERIFY_HANDOVER: expected '0' or '1', got {value!r}")
+    return value == "1"

@@ -57,6 +57,8 @@ from pp3.kernels.config import (
     segment_warps,
     tile_cap,
     use_pdl,
+    verify_handover,
+    verify_screen,
 )
 from pp3.reference._constants import DOMAIN_ACCEPT, DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, K
 from pp3.reference.exponential import C2, C3, C4, C5, INV, L1, L2, ONE, SHIFT, TH, TL
@@ -385,14 +387,18 @@ def verify(
     r_bound: int,
     margin: float,
     near: float,
+    launch: LaunchConfig,
     out: Verdict,
 ) -> Verdict:
     """The verifier's seven launches (``_accept.py``) on target logits ``x`` [B, D+1, V] and the drafts [B, D] /
     [B, D, K], into ``out``. ``r_bound``: an upper bound on every remainder R (``accept.remainder_bound``);
     ``margin``: S lies within S~ (1 +- margin) (``accept.screen_margin``; 1 +- margin must be fp32 numbers);
-    ``near``: launch 6's margin for its fast floor counts (``accept.count_margin``). The last program of a row in
+    ``near``: launch 6's margin for its fast floor counts (``accept.count_margin``); ``launch``: the variants
+    (``config.verify_screen``, ``config.verify_handover``), never the result. The last program of a row in
     launches 1, 3 and 4 reduces the row's partials once, counted in with the row counters of ``_workspace``, into
-    per-row buffers the later launches read; launch 7 reduces launch 6's."""
+    per-row buffers the later launches read (launch 3 only for marked requests with the handover); launch 7 reduces
+    launch 6's. Launch 1's screen sums and S~ go to buffers of their own, which only launch 2 reads (S~): no other
+    launch reads a value of the screen (SPEC.md §11.12)."""
     b, d1, v = x.shape
     d = d1 - 1
     dev = x.device
@@ -405,13 +411,17 @@ def verify(
     cls = torch.empty(rows, dtype=torch.int32, device=dev)
     argmax = torch.empty(rows, dtype=torch.int32, device=dev)
     maxima = torch.empty(rows, dtype=torch.float32, device=dev)
-    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)  # launch 1's screen, then launch 3's
-    approx = torch.empty(rows, dtype=torch.float64, device=dev)
+    screened = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)  # launch 1's screen sums
+    approx = torch.empty(rows, dtype=torch.float64, device=dev)  # S~, launch 1 for launch 2
+    sums = torch.empty((rows, n_tiles), dtype=torch.float64, device=dev)  # launch 3's P4 tile sums
     total = torch.empty(rows, dtype=torch.float64, device=dev)
     counts = torch.empty((rows, n_tiles), dtype=torch.int64, device=dev)
     remainder = torch.empty(rows, dtype=torch.int64, device=dev)
-    # Zeroed: launch 3 writes it, and its own read of the marked flag (taken only in launch 5) is still issued.
-    state = torch.zeros((b, _accept.STATE.value), dtype=torch.int32, device=dev)
+    screen = _common.SCREEN_EX2.value if verify_screen(launch) == "ex2" else _common.SCREEN_PINNED.value
+    handover = verify_handover(launch)
+    sw = (_accept.STATE_HANDOVER if handover else _accept.STATE).value
+    # Zeroed: launch 2 writes it, and its own read of the marked flag (taken only in launch 5) is still issued.
+    state = torch.zeros((b, sw), dtype=torch.int32, device=dev)
     plain = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     corr = torch.empty((b, n_tiles), dtype=torch.int64, device=dev)
     weights = torch.empty((b, v), dtype=torch.float32, device=dev)  # launch 3's row a, read by launches 6 and 7
@@ -428,31 +438,34 @@ def verify(
     grid = (rows * n_tiles,)
     trees = {"TILE": tile, "TILE_LOG": tile.bit_length() - 1, "NTP": ntp, "NTP_LOG": ntp_log}
     _accept._verify_tiles_kernel[grid](
-        *row, counters, peaks, keys.temperature, sums, cls, argmax, maxima, approx,
-        D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
+        *row, counters, peaks, keys.temperature, screened, cls, argmax, maxima, approx,
+        D=d, KIND=kind, **trees, SCREEN=screen, num_warps=VERIFY_WARPS, **EXACT,
     )
     chain = (
         *logits, cls, argmax, maxima, approx, total, remainder, keys.temperature, tok, dst, ids, tix, keys.seed,
         keys.round, keys.position, consts, DOMAIN_ACCEPT, status, accepted, tokens, state,
     )
-    sizes = {"D": d, "DP": dp, "K": K, "KIND": kind}
+    sizes = {"D": d, "DP": dp, "K": K, "KIND": kind, "SW": sw, "HANDOVER": handover}
     _accept._verify_rows_kernel[(b,)](*chain, 0, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
     _accept._verify_sums_kernel[(b * n_tiles,)](
-        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, num_warps=VERIFY_WARPS, **EXACT,
+        *row, counters, *weigh, state, sums, total, weights, D=d, KIND=kind, **trees, SW=sw, HANDOVER=handover,
+        num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_counts_kernel[(rows * n_prog,)](
         *row, counters, *weigh, total, state, counts, remainder, n_prog,
-        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, num_warps=VERIFY_WARPS, **EXACT,
+        D=d, KIND=kind, TILE=tile, CHUNK=COUNT_CHUNK, NTP=ntp, SW=sw, num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_rows_kernel[(b,)](*chain, 1, r_bound, 1.0 + margin, 1.0 - margin, **sizes, **EXACT)
-    slots = (argmax, maxima, total, weights, keys.temperature, ids, tix)  # what launches 6 and 7 read of row a
+    # What launches 6 and 7 read of row a; with the handover its S as launch 3's tile sums (they form the tree).
+    slots = (argmax, maxima, sums if handover else total, weights, keys.temperature, ids, tix)
+    row_s = {"NTP": ntp, "NTP_LOG": ntp_log, "SW": sw, "HANDOVER": handover}
     _accept._verify_residual_kernel[(b * n_tiles,)](
-        *row, *slots, consts, near, state, plain, corr, D=d, K=K, KIND=kind, TILE=tile, num_warps=VERIFY_WARPS,
-        **EXACT,
+        *row, *slots, consts, near, state, plain, corr, D=d, K=K, KIND=kind, TILE=tile, **row_s,
+        num_warps=VERIFY_WARPS, **EXACT,
     )
     _accept._verify_draw_kernel[(b,)](
         *row, *slots, keys.seed, keys.round, keys.position, consts, DOMAIN_RESIDUAL, state, plain, corr, tokens,
-        D=d, K=K, KIND=kind, TILE=tile, NTP=ntp, **EXACT,
+        D=d, K=K, KIND=kind, TILE=tile, **row_s, **EXACT,
     )
     return out
 
@@ -469,10 +482,13 @@ def expf(z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def expf_screen(z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """The verifier's screening exponential (``pp3.kernels.screen``) of a contiguous 1-D fp32 ``z`` into ``out``."""
-    block = 1024
-    _common._expf_screen_kernel[(triton.cdiv(z.numel(), block),)](z, out, z.numel(), BLOCK=block, **EXACT)
+def expf_screen(z: torch.Tensor, screen: str, out: torch.Tensor, block: int = 1024) -> torch.Tensor:
+    """The verifier's screening exponential ``screen`` ("pinned" or "ex2", ``pp3.kernels.screen``) of a contiguous
+    1-D fp32 ``z`` into ``out``, ``block`` inputs per program (a power of two)."""
+    which = _common.SCREEN_EX2.value if screen == "ex2" else _common.SCREEN_PINNED.value
+    _common._expf_screen_kernel[(triton.cdiv(z.numel(), block),)](
+        z, out, z.numel(), BLOCK=block, SCREEN=which, **EXACT
+    )
     return out
 
 

@@ -1,6 +1,7 @@
 """The verifier's screen: an interval that holds every target row's S (SPEC.md §11.4 P4) from a cheap fp32 exponential,
 so that §11.6's tests need the exact S only where the interval leaves them open. NumPy only (no torch, no triton):
-the kernels take their constants from here and ``expf_screen`` is the NumPy twin of ``_common._expf_screen``.
+the kernels take their constants from here; ``expf_screen`` is the NumPy twin of ``_common._expf_screen`` and
+``expf_screen_ex2`` of ``_common._expf_screen_ex2`` in the interpreter (``SCREENS``; SPEC.md §11.12).
 
 Nothing here defines a result. §11.6 accepts draft j iff U_j < P_j(x_j), and P_j(x_j) = c + [x_j = g_j] R with the
 floor count c = floor(fl64(w 2^40) / S) nonincreasing in S (an IEEE division is monotone in its divisor, the floor is
@@ -20,10 +21,29 @@ error grows with |z|. Below the floor e~(z) = e~(-86), about 2^-124.07, a normal
 exponential of §6 and never reaches an output.
 
 **The bound.** For every fp32 z in [-86, -0.0] the screen's value e~ and §6's expf(z) = w satisfy
-|e~ - w| <= SCREEN_REL w, and for z < -86 both lie in [0, SCREEN_ABS) = [0, 2^-124). ``tools/audit_screen.py`` checks
+|e~ - w| <= SCREEN_REL w, and for z < -86 both lie in [0, SCREEN_ABS) = [0, 2^-124). ``stats/audit_screen.py`` checks
 both over every such z (NumPy twin on the CPU, the kernels' own code with ``--device cuda``); the measured largest
 relative difference (2^-17.20: the polynomial's 2^-18.44, y's rounding and p's own) is recorded there and in VERIFY.md,
 under SCREEN_REL = 2^-16.
+
+**The hardware screening exponential** (``expf_screen_ex2``, ``config.LaunchConfig(screen="ex2")``): e~ = EX2(y),
+y = fl32(z LOG2E), EX2 the hardware's base-2 exponential ``ex2.approx.f32`` (MUFU.EX2: one multiplication and one
+special-function instruction per entry instead of fourteen operations; no clamp: ex2 of -inf is +0, and its
+subnormal results, below the floor, are kept). Its error, from the instruction's documented worst case: the PTX ISA
+(section 9.7.3.21, "Floating Point Instructions: ex2", of the current manual) says "The maximum ulp error is 2
+ulp from correctly rounded result across the full range of inputs" (``EX2_ULPS``), subnormals supported without
+``.ftz``. For y >= -126 (a normal 2^y; every z >= -86 gives y >= fl32(-86 LOG2E) = -124.07) the correctly rounded
+c is within u 2^y of 2^y and ulp(c) <= 2^-23 c, so |EX2(y) - 2^y| <= (2^-24 + 2 2^-23 (1 + 2^-24)) 2^y = eta 2^y,
+eta = 2^-21.678 (``EX2_REL``). With LOG2E = (1 / ln 2)(1 + lam), |lam| = 2^-26.16, and |y - z LOG2E| <= u |z LOG2E|
+(u = 2^-24): ln(e~ / e^z) = z lam + ln 2 (y - z LOG2E) + ln(1 + eta'), |eta'| <= eta, so
+|ln(e~(z) / e^z)| <= alpha |z| + beta with alpha = |lam| + u (1 + 2^-20) = 2^-23.71 and beta = eta / (1 - eta):
+2^-17.2 at z = -86 (2^-17.9 with |y - z LOG2E| <= ulp(y) / 2 = 2^-18 there), under SCREEN_REL = 2^-16 against
+§6's expf. Below the floor EX2(y) <= 2^-124.07 (1 + eta) + 2^-147 < SCREEN_ABS, and >= 0 (+0 for -inf). On a card
+``stats/audit_screen.py --device cuda`` checks SCREEN_REL and SCREEN_ABS over every input; in the interpreter
+(``TRITON_INTERPRET=1``, where EX2 is NumPy's fp32 exp2, which the interpreter calls: no inline PTX runs there, and
+the twin ``expf_screen_ex2`` is the same call) the sweep of the twin and ``--device interpreter`` (the kernel's own
+code, interpreted) check them; NumPy documents no bound, so there the audited SCREEN_REL is the bound the margin
+rests on (the derivation below, 4.6x room).
 
 **The interval.** Launch 1 reads each tile once: with m_t the tile's maximum it sums e~(z'_y), z'_y =
 fl32(fl32(x_y - m_t) / T), by the fp32 pairwise tree of depth TILE_LOG <= 12, and the row's last program forms
@@ -45,7 +65,16 @@ both in [zeta_y, 0] and add up to it):
   |S - T| <= gamma_31 T (fp64) for §11.4's own tree over the real sum T.
 To first order |S~ - S| <= (2^-14.24 + 2^-20.4 + 2^-47) S + 2^-92.9 < 2^-14.2 S, second-order terms below 2^-28, so
 S_lo = S~ (1 - SCREEN_MARGIN) and S_hi = S~ (1 + SCREEN_MARGIN) with SCREEN_MARGIN = 2^-12 hold S with 4.6x room
-(at least 4x kept; their own fp64 roundings, 2^-53 relative, included). A test is left open with probability about
+(at least 4x kept; their own fp64 roundings, 2^-53 relative, included). This needs of a screening exponential only
+the audited SCREEN_REL and SCREEN_ABS, so it holds for either of ``SCREENS`` wherever its audit passed.
+With EX2, from its documented error alone (no audit figure in it): for an entry of the first kind,
+z'_y = zeta'_y (1 + e)(1 + e') and |ln(e~(z') / e^z')| <= alpha |z'| + beta, likewise for z''_t, and
+|zeta'| + |zeta''| = |zeta_y| <= 87, so ln(e~(z'_y) e~(z''_t)) = zeta_y + d with |d| <= (2u + u^2 + alpha (1 + 3u))
+|zeta_y| + 2 beta; against ln e_y = zeta_y + d', |d'| <= (2u + u^2) |zeta_y| + u (1 + u), the two differ by less
+than (4u + 2u^2 + alpha (1 + 3u)) 87 + 2 beta + u (1 + u) = 2^-15.14 relative (every factor of every operation
+counted). With the trees as above (a subnormal EX2 adds exactly: an IEEE addition errs by at most u |a + b| with or
+without gradual underflow, so no floor is needed), |S~ - S| < 2^-15.10 S: the margin 2^-12 holds S with 8.6x room;
+4x would remain with EX2 up to 139 ulps off (``ex2_room``). A test is left open with probability about
 2 SCREEN_MARGIN p_j(x_j) / q_j(x_j) + [x_j = g_j] V / 2^40 (<= 4.9e-4 + 1.5e-7 where p <= q); its request then costs
 the exact sums of its rows (launches 3 to 5), not a different result.
 """
@@ -60,7 +89,12 @@ F32 = npt.NDArray[np.float32]
 SCREEN_REL = 2.0**-16  # |e~ - expf(z)| <= SCREEN_REL expf(z) for every fp32 z in [-86, -0.0] (audited exhaustively)
 SCREEN_ABS = 2.0**-124  # for z < -86, expf(z) and e~ = e~(-86) are in [0, SCREEN_ABS)
 SCREEN_MARGIN = 2.0**-12  # S_lo = S~ (1 - margin), S_hi = S~ (1 + margin) hold S (the derivation above)
-SCREEN_FLOOR = -86.0  # z below it is taken as the floor
+SCREEN_FLOOR = -86.0  # z below it is taken as the floor (the pinned screen clamps there; SCREEN_REL holds above it)
+SCREENS = ("pinned", "ex2")  # as config.SCREENS: the pinned fp32 polynomial, the hardware's ex2.approx.f32
+# PTX ISA, "Floating Point Instructions: ex2": "The maximum ulp error is 2 ulp from correctly rounded result across
+# the full range of inputs." EX2_REL: the relative error that allows for a normal result (the docstring above).
+EX2_ULPS = 2
+EX2_REL = 2.0**-24 + EX2_ULPS * 2.0**-23 * (1.0 + 2.0**-24)
 
 # Constants, as fp32 values (each printed with its bits).
 LOG2E = float(np.float32(1.4426950408889634))  # 0x3FB8AA3B, fl32(1 / ln 2)
@@ -87,6 +121,27 @@ def fit_poly(deg: int = 4, n: int = 1 << 16, rounds: int = 8) -> npt.NDArray[np.
         runs = np.split(np.arange(err.size), np.flatnonzero(np.diff(np.sign(err)) != 0) + 1)
         nodes = np.array([r[np.argmax(np.abs(err[r]))] for r in runs])
     return np.asarray(sol[:-1], dtype=np.float64)
+
+
+def ex2_room(ex2_rel: float = EX2_REL) -> float:
+    """How many times the margin exceeds the ex2 screen's derived bound on |S~ - S| / S (the docstring's
+    derivation, every term), for an EX2 within ``ex2_rel`` of 2^y on normal results: 8.6 at the documented error."""
+    u, u64 = 2.0**-24, 2.0**-53
+    lam = abs(float(np.float64(np.float32(LOG2E))) * np.log(2.0) - 1.0)
+    alpha, beta = lam + u * (1.0 + 2.0**-20), ex2_rel / (1.0 - ex2_rel)
+    entry = float(np.expm1((4 * u + 2 * u * u + alpha * (1 + 3 * u)) * 87 + 2 * beta + u * (1 + u)))
+    trees = (1 + 12 * u / (1 - 12 * u)) * (1 + 11 * u64 / (1 - 11 * u64))
+    g31 = 31 * u64 / (1 - 31 * u64)  # S against the real sum T of the e_y (§11.4 "Range")
+    total = ((1 + entry) * trees - 1 + 2.0**-92.9 + g31) / (1 - g31)  # |S~ - T| + |T - S|, over S >= T (1 - g31)
+    return float(SCREEN_MARGIN / total)
+
+
+def expf_screen_ex2(z: F32) -> F32:
+    """The hardware screening exponential of fp32 ``z`` (z <= 0, -inf allowed) as the interpreter evaluates
+    ``_common._expf_screen_ex2``: fl32(z LOG2E), then NumPy's fp32 exp2 (on a card, ``ex2.approx.f32`` instead)."""
+    z = np.asarray(z, dtype=np.float32)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        return np.asarray(np.exp2(z * np.float32(LOG2E)), dtype=np.float32)
 
 
 def expf_screen(z: F32) -> F32:

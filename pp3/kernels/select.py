@@ -41,7 +41,9 @@ def propose(
 ) -> Proposal:
     """The Triton selector: same arguments and results as ``pp3.reference.propose``, on torch tensors. ``out``:
     caller-owned output buffers (a ``Proposal`` of contiguous tensors that share no memory with each other or with an
-    input) that the kernels write in place."""
+    input) that the kernels write in place. ``tile``: the tile selector's tile, so only with
+    ``launch=LaunchConfig(selector="tiles")``: the segment selector, which ``propose`` runs otherwise, has none (its
+    size is ``LaunchConfig.segment``), and a tile it would not use is refused (``ValueError``) rather than ignored."""
     return launchers.propose(
         *propose_args([logits], target_temperature, seed, round, position, tau, tile, launch, out, "logits")
     )
@@ -65,9 +67,14 @@ def propose_sharded(
     )
 
 
-def _named(name: str, xs: Sequence[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
-    """Checked shards with the names ``checks.shards`` gives them."""
+def _named(name: str, xs: Sequence[Any]) -> list[tuple[str, Any]]:
+    """The shards with the names ``checks.shards`` gives them."""
     return [(name if name == "logits" else f"{name}[{i}]", x) for i, x in enumerate(xs)]
+
+
+def _keys(target_temperature: Any, seed: Any, round: Any, position: Any) -> list[tuple[str, Any]]:
+    """The per-row keys as the caller passed them, with their names."""
+    return [("target_temperature", target_temperature), ("seed", seed), ("round", round), ("position", position)]
 
 
 def propose_args(
@@ -83,12 +90,22 @@ def propose_args(
     name: str,
 ) -> tuple[list[torch.Tensor], int, RowKeys, float, LaunchConfig, Proposal]:
     """The arguments of ``propose`` (``[logits]``, ``name`` "logits") or ``propose_sharded`` (the shards, "shards"),
-    checked, as ``launchers.propose`` takes them. The custom operators' fake implementations check through it too."""
+    checked, as ``launchers.propose`` takes them. The custom operators' fake implementations check through it too.
+    A tile is refused where ``launchers.propose`` runs the segment, one-launch or row selector (one shard,
+    ``launch.selector`` not "tiles"), which have none."""
+    cfg = checks.launch_config(launch)
     checked, t = checks.shards(xs, tile, name)
+    if tile is not None and len(checked) == 1 and cfg.selector != "tiles":
+        call = "propose" if name == "logits" else "propose_sharded"
+        runs = {"onelaunch": "one-launch", "rows": "row"}.get(cfg.selector, "segment")
+        raise ValueError(f"tile: {call} on one tensor runs the {runs} selector (LaunchConfig.selector "
+                         f"{cfg.selector!r}), which has no tile; pass launch=LaunchConfig(selector='tiles') to run the "
+                         f"tile selector with this tile (LaunchConfig.segment sizes the {runs} selector)")
     b, dev = checked[0].shape[0], checked[0].device
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = checks.proposal_out(out, b, dev, [*_named(name, checked), *keys.named()])
-    return checked, t, keys, checks.tau(tau), checks.launch_config(launch), dest
+    reads = checks.tensors([*_named(name, xs), *_keys(target_temperature, seed, round, position)])
+    dest = checks.proposal_out(out, b, dev, reads)
+    return checked, t, keys, checks.tau(tau), cfg, dest
 
 
 def greedy(
@@ -124,7 +141,7 @@ def greedy_args(
     """The arguments of ``greedy_sharded`` (``greedy``: ``name`` "logits"), checked, as ``launchers.greedy`` takes
     them (and the fake implementations check them)."""
     checked, t = checks.shards(xs, tile, name)
-    dest = checks.proposal_out(out, checked[0].shape[0], checked[0].device, _named(name, checked))
+    dest = checks.proposal_out(out, checked[0].shape[0], checked[0].device, checks.tensors(_named(name, xs)))
     return checked, t, checks.launch_config(launch), dest
 
 
@@ -159,7 +176,8 @@ def tile_candidates_args(
     b, v = x.shape
     t = checks.tile(tile, v)
     offset = checks.integer("id_offset", id_offset, 0, MAX_VOCAB - v)
-    dest, base = checks.candidates_out(out, b, -(-v // t), tile_base, x.device, f"tile {t} on V = {v}", [("logits", x)])
+    dest, base = checks.candidates_out(out, b, -(-v // t), tile_base, x.device, f"tile {t} on V = {v}",
+                                       [("logits", logits)])
     return x, offset, t, dest, base, checks.launch_config(launch)
 
 
@@ -205,7 +223,9 @@ def finalize_args(
     c, v = checks.candidates(cands, vocab_size)
     b, dev = c.flags.shape[0], c.keys.device
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
-    dest = checks.proposal_out(out, b, dev, [("cands.keys", c.keys), ("cands.flags", c.flags), *keys.named()])
+    reads = checks.tensors([("cands.keys", c.keys), ("cands.flags", c.flags),
+                            *_keys(target_temperature, seed, round, position)])
+    dest = checks.proposal_out(out, b, dev, reads)
     return c, keys, checks.tau(tau), checks.launch_config(launch), dest, v
 
 

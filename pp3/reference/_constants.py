@@ -1,4 +1,4 @@
-"""SPEC.md §1 and §11.1 constants, §3 and §11.3 statuses."""
+"""SPEC.md §1, §11.1 and §12.1 constants, §3, §11.3 and §12.4 statuses."""
 
 from __future__ import annotations
 
@@ -25,6 +25,13 @@ P_TICKETS = 1 << P_BITS
 Q_SHIFT = P_BITS - TICKET_BITS  # 16: one proposal ticket (of 2^24) is 2^16 target tickets
 
 
+TREE_DRAW_SEMANTIC_ID = "tree-draw-dyadic24-v1"  # §12.4: a node's children
+ACCEPT_TREE_SEMANTIC_ID = "accept-tree-dyadic24-v1"  # §12.6: verification of a sampled tree
+WALK_TREE_SEMANTIC_ID = "walk-tree-dyadic24-v1"  # §12.9: verification of any tree by the walk
+DOMAIN_TREE = 0x7070335F74726565  # "pp3_tree": the draws of a node's children (§12.3)
+MAX_CHILDREN = K  # children per node (§12.2)
+
+
 class Status(enum.IntEnum):
     """Row status (SPEC.md §3). Lower non-zero values take precedence."""
 
@@ -45,3 +52,15 @@ class AcceptStatus(enum.IntEnum):
     ZERO_MASS = 3
     BAD_TEMPERATURE = 4
     BAD_DRAFT = 5
+
+
+class TreeStatus(enum.IntEnum):
+    """Status of a node's draw (SPEC.md §12.4): SPEC.md §3's statuses (the same names and values as ``Status``), then
+    SMALL_SUPPORT (6: the node has fewer drawable entries than children; 5 is the verifier's BAD_DRAFT)."""
+
+    OK = 0
+    NAN_LOGIT = 1
+    POS_INF_LOGIT = 2
+    ZERO_MASS = 3
+    BAD_TEMPERATURE = 4
+    SMALL_SUPPORT = 6

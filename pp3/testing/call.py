@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
-from typing import Any
+import os
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -278,7 +280,8 @@ class Call:
             else:
                 launch = kernels.LaunchConfig(selector="segments", segment=self.tile,  # the call's tile: the segment
                                               segment_gather=self.kernel == "gather")
-            out = to_numpy(kernels.propose(x, *args, tile=self.tile, launch=launch))
+            tile = self.tile if self.kernel == "tiles" else None  # the other selectors' sizes are the launch's
+            out = to_numpy(kernels.propose(x, *args, tile=tile, launch=launch))
             return out
         parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
                  for a, c in itertools.pairwise(edges)]
@@ -460,13 +463,15 @@ class AcceptCall:
                                      seed=self.seed, round=self.round, position=self.position)
         return out
 
-    def run_kernel(self, device: Any = None) -> Verdict:
-        """The Triton verifier on this call (every argument a tensor on ``device``); the result as NumPy arrays."""
+    def run_kernel(self, device: Any = None, launch: Any = None) -> Verdict:
+        """The Triton verifier on this call (every argument a tensor on ``device``; ``launch``: a
+        ``kernels.LaunchConfig`` picking its variants, None the default); the result as NumPy arrays."""
         import torch
 
         from pp3 import kernels
 
         dev = default_device() if device is None else device
+        how = kernels.LaunchConfig() if launch is None else launch
 
         def t(a: npt.NDArray[Any]) -> Any:
             arr = a.view(np.int64) if a.dtype == np.uint64 else a
@@ -475,9 +480,120 @@ class AcceptCall:
         res = kernels.verify(
             bits_tensor(self.fmt, self.bits, dev), t(self.temperature), t(self.draft_tokens), t(self.draft_status),
             t(self.draft_ids), t(self.draft_tickets), t(self.seed), t(self.round), t(self.position), tile=self.tile,
+            launch=how,
         )
         out: Verdict = to_numpy(res)
         return out
+
+
+# ----------------------------------------------------------------------------------------------- recorded calls
+
+
+class DamagedRecord(ValueError):
+    """A file that does not hold a call as pp3's tools record it (``pp3 verify``'s failing cases, ``accept_bulk``'s
+    batches): missing, not a .npz file NumPy reads, a member missing or of the wrong dtype or shape, or a call the
+    reference refuses. The message says what, in one line, without the path (the caller names the file)."""
+
+
+Members = Mapping[str, npt.NDArray[Any]]  # a .npz file's arrays by name
+T = TypeVar("T")
+
+
+def read_record(path: str, read: Callable[[Members], T]) -> T:
+    """``read`` on the members of the .npz file ``path`` (read without pickles). Any failure to read the file or a
+    member, and a member that ``read`` refuses, is a ``DamagedRecord``: whatever the file holds, reading it raises
+    nothing else."""
+    if not os.path.isfile(path):
+        raise DamagedRecord("no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return read(z)
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as e:  # NumPy's and zipfile's errors
+        if isinstance(e, DamagedRecord):
+            raise
+        raise DamagedRecord(f"not a .npz file NumPy reads ({type(e).__name__}: {' '.join(str(e).split())})") from e
+
+
+def member(z: Members, key: str, dtype: Any, shape: tuple[int | None, ...]) -> npt.NDArray[Any]:
+    """Member ``key`` of a record, exactly of ``dtype`` (``str``: text) and ``shape`` (``None``: any size there)."""
+    if key not in z:
+        raise DamagedRecord(f"no member {key!r}")
+    a = z[key]
+    dtype_ok = a.dtype.kind == "U" if dtype is str else a.dtype == np.dtype(dtype)
+    shape_ok = a.ndim == len(shape) and all(w is None or n == w for n, w in zip(a.shape, shape, strict=True))
+    if not (dtype_ok and shape_ok):
+        want = "text" if dtype is str else str(np.dtype(dtype))
+        raise DamagedRecord(f"{key}: expected {want} of shape {shape}, got {a.dtype} of shape {a.shape}")
+    return a
+
+
+def _fmt(z: Members) -> Fmt:
+    name = str(member(z, "fmt", str, ()))
+    if name not in FORMATS:
+        raise DamagedRecord(f"fmt: {name!r} is none of {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def _tile(z: Members, least: int) -> int | None:
+    """A recorded tile: -1 (None: the automatic tile) or a power of two in ``least`` .. 2^16."""
+    t = int(member(z, "tile", np.int64, ()))
+    if t != -1 and not (least <= t <= 1 << 16 and t & (t - 1) == 0):
+        raise DamagedRecord(f"tile: expected -1 or a power of two in {least} .. 65536, got {t}")
+    return None if t < 0 else t
+
+
+def _rows(z: Members, b: int) -> list[npt.NDArray[Any]]:
+    """The per-row temperature (fp32), seed, round and position (uint64) of a record of ``b`` rows."""
+    return [member(z, "temperature", np.float32, (b,)), *(member(z, k, np.uint64, (b,))
+                                                           for k in ("seed", "round", "position"))]
+
+
+def read_call(z: Members) -> Call:
+    """The selector call of a record (``pp3 verify``'s selector_first.npz)."""
+    fmt = _fmt(z)
+    bits = member(z, "bits", fmt.dtype, (None, None))
+    b, v = bits.shape
+    if b < 1 or v < 1:
+        raise DamagedRecord(f"bits: expected [B, V] with B, V >= 1, got shape {bits.shape}")
+    temperature, seed, rnd, pos = _rows(z, b)
+    cuts = tuple(int(c) for c in member(z, "cuts", np.int64, (None,)))
+    if list(cuts) != sorted(set(cuts)) or any(not 0 < c < v for c in cuts):
+        raise DamagedRecord(f"cuts: expected increasing shard boundaries in 1 .. {v - 1}, got {list(cuts)}")
+    kernel = str(member(z, "selector_kernel", str, ())) if "selector_kernel" in z else "propose"
+    if kernel not in _REPLAY:
+        raise DamagedRecord(f"selector_kernel: {kernel!r} is none of {', '.join(_REPLAY)}")
+    tau = float(member(z, "tau", np.float32, ()))
+    s, r, p = (tuple(int(k) for k in a) for a in (seed, rnd, pos))
+    return Call(fmt, bits, temperature, s, r, p, tau, _tile(z, K), True, cuts, name=str(member(z, "name", str, ())),
+                kernel=kernel)
+
+
+def read_accept_call(z: Members) -> AcceptCall:
+    """The verifier call of a record (``pp3 verify``'s verifier_first.npz, ``accept_bulk``'s batches: without a
+    tile, their verifier's default, and a name)."""
+    fmt = _fmt(z)
+    bits = member(z, "bits", fmt.dtype, (None, None, None))
+    b, d1, v = bits.shape
+    if b < 1 or d1 < 2 or v < 1:
+        raise DamagedRecord(f"bits: expected [B, D+1, V] with B, D, V >= 1, got shape {bits.shape}")
+    d = d1 - 1
+    temperature, seed, rnd, pos = _rows(z, b)
+    draft = {"draft_tokens": member(z, "draft_tokens", np.int32, (b, d)),
+             "draft_status": member(z, "draft_status", np.int8, (b, d)),
+             "draft_ids": member(z, "draft_ids", np.int32, (b, d, K)),
+             "draft_tickets": member(z, "draft_tickets", np.int32, (b, d, K))}
+    return AcceptCall(fmt, bits, temperature, **draft, seed=seed, round=rnd, position=pos,
+                      tile=_tile(z, 2) if "tile" in z else None,
+                      name=str(member(z, "name", str, ())) if "name" in z else "")
+
+
+def recorded_reference(call: Call | AcceptCall) -> Any:
+    """The reference's outputs of a recorded call; a call whose arguments it refuses (SPEC.md §2, §11.2) is a
+    ``DamagedRecord`` (a tool records only calls the reference ran)."""
+    try:
+        return call.run_reference()
+    except (TypeError, ValueError) as e:
+        raise DamagedRecord(f"the reference refuses the recorded call ({type(e).__name__}: {e})") from e
 
 
 def kernel_verifier(**kw: Any) -> Verdict:

@@ -17,7 +17,18 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import ACCEPT_SEMANTIC_ID, SEMANTIC_ID, K, Proposal, Verdict
+from pp3.reference import (
+    ACCEPT_SEMANTIC_ID,
+    ACCEPT_TREE_SEMANTIC_ID,
+    SEMANTIC_ID,
+    TREE_DRAW_SEMANTIC_ID,
+    WALK_TREE_SEMANTIC_ID,
+    K,
+    Proposal,
+    TreeProposal,
+    TreeVerdict,
+    Verdict,
+)
 from pp3.testing.call import FORMATS, AcceptCall, Call
 
 DTYPES = {"float32": (np.uint32, 8), "float16": (np.uint16, 4), "bfloat16": (np.uint16, 4)}  # bits type, hex digits
@@ -328,3 +339,217 @@ def accept_case_from_json(line: str) -> AcceptCase:
 def load_accept_golden(path: Path | str = ACCEPT_GOLDEN_FILE) -> list[AcceptCase]:
     """Every case of the verifier's golden file."""
     return [accept_case_from_json(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+# ------------------------------------------------------------------------------------------- draft trees (§12)
+
+TREE_DRAW_GOLDEN_FILE = CONFORMANCE / f"{TREE_DRAW_SEMANTIC_ID}.jsonl"  # propose_tree (SPEC.md §12.4)
+ACCEPT_TREE_GOLDEN_FILE = CONFORMANCE / f"{ACCEPT_TREE_SEMANTIC_ID}.jsonl"  # verify_tree (SPEC.md §12.5-§12.6)
+WALK_TREE_GOLDEN_FILE = CONFORMANCE / f"{WALK_TREE_SEMANTIC_ID}.jsonl"  # verify_walk (SPEC.md §12.5, §12.9)
+
+
+def _bits_of(dtype: str, bits: npt.NDArray[Any]) -> npt.NDArray[np.floating]:
+    """Logits as the reference takes them from their raw bits: fp32, fp16, or bf16 widened by ``bits << 16``."""
+    if dtype == "float32":
+        return bits.view(np.float32)
+    if dtype == "float16":
+        return bits.view(np.float16)
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def _hex_rows(dtype: str, bits: npt.NDArray[Any]) -> list[list[str]]:
+    be = bits.astype(np.dtype(DTYPES[dtype][0]).newbyteorder(">"))
+    return [[row.tobytes().hex() for row in rows] for rows in be]
+
+
+def _rows_from_hex(dtype: str, hexes: list[list[str]], b: int, n: int, v: int, name: str) -> npt.NDArray[Any]:
+    bits_type, width = DTYPES[dtype]
+    if len(hexes) != b or any(len(r) != n or any(len(h) != v * width for h in r) for r in hexes):
+        raise ValueError(f"case {name!r}: logits hex does not hold {b} x {n} rows of {v} values")
+    be = np.dtype(bits_type).newbyteorder(">")
+    return np.array([[np.frombuffer(bytes.fromhex(h), dtype=be) for h in r] for r in hexes]).astype(
+        bits_type).reshape(b, n, v)
+
+
+def _keys_json(seed: Any, rnd: Any, pos: Any) -> dict[str, list[str]]:
+    return {"seed": [str(int(x)) for x in seed], "round": [str(int(x)) for x in rnd],
+            "position": [str(int(x)) for x in pos]}
+
+
+@dataclass(frozen=True)
+class TreeDrawCase:
+    """One golden case of ``propose_tree`` (SPEC.md §12.4): B requests, the M nodes ``nodes`` of the tree
+    ``parents``, one ``tau`` and one ``children``, and the expected outputs."""
+
+    name: str
+    reason: str
+    dtype: str  # "float32" | "float16" | "bfloat16"
+    logits_bits: npt.NDArray[Any]  # [B, M, V] raw bits
+    target_temperature: npt.NDArray[np.float32]  # [B]
+    seed: npt.NDArray[np.uint64]  # [B]
+    round: npt.NDArray[np.uint64]  # [B]
+    position: npt.NDArray[np.uint64]  # [B], of the depth-1 nodes
+    parents: list[int]
+    nodes: list[int]
+    tau: np.float32
+    children: str  # "sampled" | "top-k"
+    expected: TreeProposal
+
+    def args(self) -> dict[str, Any]:
+        """Keyword arguments of ``propose_tree``."""
+        return {"logits": _bits_of(self.dtype, self.logits_bits), "target_temperature": self.target_temperature,
+                "seed": self.seed, "round": self.round, "position": self.position, "parents": self.parents,
+                "nodes": self.nodes, "tau": float(self.tau), "children": self.children}
+
+    def run(self, impl: Impl | None = None) -> TreeProposal:
+        """The outputs of ``impl`` (default ``pp3.reference.propose_tree``) on this case."""
+        from pp3.reference import propose_tree
+
+        got = (impl or propose_tree)(**self.args())
+        return TreeProposal(*(np.asarray(getattr(got, f)).astype(np.asarray(getattr(self.expected, f)).dtype)
+                              for f in ("status", "ids", "tickets", "tokens")))
+
+
+def tree_draw_case_to_json(case: TreeDrawCase) -> str:
+    """One line of the file; field order and formatting fixed, so the file is reproducible byte for byte."""
+    b, m, v = case.logits_bits.shape
+    e = case.expected
+    obj = {
+        "name": case.name,
+        "reason": case.reason,
+        "dtype": case.dtype,
+        "B": b,
+        "M": m,
+        "V": v,
+        "parents": list(case.parents),
+        "nodes": list(case.nodes),
+        "children": case.children,
+        "tau_bits": _hex32(case.tau),
+        "logits_hex": _hex_rows(case.dtype, case.logits_bits),
+        "target_temperature_bits": [_hex32(t) for t in case.target_temperature],
+        **_keys_json(case.seed, case.round, case.position),
+        "expected": {"status": e.status.tolist(), "ids": e.ids.tolist(), "tickets": e.tickets.tolist(),
+                     "tokens": e.tokens.tolist()},
+    }
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True)
+
+
+def tree_draw_case_from_json(line: str) -> TreeDrawCase:
+    o = json.loads(line)
+    b, m, v, n1 = int(o["B"]), int(o["M"]), int(o["V"]), len(o["parents"])
+    e = o["expected"]
+    return TreeDrawCase(
+        name=o["name"], reason=o["reason"], dtype=o["dtype"],
+        logits_bits=_rows_from_hex(o["dtype"], o["logits_hex"], b, m, v, o["name"]),
+        target_temperature=np.array([_from_hex32(h) for h in o["target_temperature_bits"]], dtype=np.float32),
+        seed=_u64(o["seed"]), round=_u64(o["round"]), position=_u64(o["position"]),
+        parents=[int(x) for x in o["parents"]], nodes=[int(x) for x in o["nodes"]], tau=_from_hex32(o["tau_bits"]),
+        children=o["children"],
+        expected=TreeProposal(
+            status=np.array(e["status"], dtype=np.int8).reshape(b, m),
+            ids=np.array(e["ids"], dtype=np.int32).reshape(b, m, K),
+            tickets=np.array(e["tickets"], dtype=np.int32).reshape(b, m, K),
+            tokens=np.array(e["tokens"], dtype=np.int32).reshape(b, n1),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class TreeVerifyCase:
+    """One golden case of ``verify_tree`` (SPEC.md §12.6) or, without slots, of ``verify_walk`` (§12.9): B requests
+    over the tree ``parents`` and the expected outputs."""
+
+    name: str
+    reason: str
+    dtype: str
+    target_bits: npt.NDArray[Any]  # [B, N+1, V] raw bits
+    target_temperature: npt.NDArray[np.float32]  # [B]
+    parents: list[int]
+    draft_tokens: npt.NDArray[np.int32]  # [B, N+1]
+    draft_status: npt.NDArray[np.int8]  # [B, N+1]
+    draft_ids: npt.NDArray[np.int32] | None  # [B, N+1, K]; None for the walk
+    draft_tickets: npt.NDArray[np.int32] | None
+    seed: npt.NDArray[np.uint64]
+    round: npt.NDArray[np.uint64]
+    position: npt.NDArray[np.uint64]
+    expected: TreeVerdict
+
+    @property
+    def walk(self) -> bool:
+        return self.draft_ids is None
+
+    def args(self) -> dict[str, Any]:
+        """Keyword arguments of ``verify_tree`` (or ``verify_walk``)."""
+        slots = {} if self.walk else {"draft_ids": self.draft_ids, "draft_tickets": self.draft_tickets}
+        return {"target_logits": _bits_of(self.dtype, self.target_bits), "target_temperature": self.target_temperature,
+                "parents": self.parents, "draft_tokens": self.draft_tokens, "draft_status": self.draft_status,
+                **slots, "seed": self.seed, "round": self.round, "position": self.position}
+
+    def run(self, impl: Impl | None = None) -> TreeVerdict:
+        """The outputs of ``impl`` (default ``pp3.reference.verify_walk`` or ``verify_tree``) on this case."""
+        from pp3.reference import verify_tree, verify_walk
+
+        got = (impl or (verify_walk if self.walk else verify_tree))(**self.args())
+        return TreeVerdict(*(np.asarray(getattr(got, f)).astype(np.asarray(getattr(self.expected, f)).dtype)
+                             for f in ("status", "accepted", "path", "tokens")))
+
+
+def tree_verify_case_to_json(case: TreeVerifyCase) -> str:
+    """One line of the file; field order and formatting fixed, so the file is reproducible byte for byte."""
+    b, n1, v = case.target_bits.shape
+    e = case.expected
+    slots = {} if case.draft_ids is None or case.draft_tickets is None else {
+        "draft_ids": case.draft_ids.tolist(), "draft_tickets": case.draft_tickets.tolist()}
+    obj = {
+        "name": case.name,
+        "reason": case.reason,
+        "dtype": case.dtype,
+        "B": b,
+        "N": n1 - 1,
+        "V": v,
+        "parents": list(case.parents),
+        "target_logits_hex": _hex_rows(case.dtype, case.target_bits),
+        "target_temperature_bits": [_hex32(t) for t in case.target_temperature],
+        "draft_tokens": case.draft_tokens.tolist(),
+        "draft_status": case.draft_status.tolist(),
+        **slots,
+        **_keys_json(case.seed, case.round, case.position),
+        "expected": {"status": e.status.tolist(), "accepted": e.accepted.tolist(), "path": e.path.tolist(),
+                     "tokens": e.tokens.tolist()},
+    }
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True)
+
+
+def tree_verify_case_from_json(line: str) -> TreeVerifyCase:
+    o = json.loads(line)
+    b, n1, v = int(o["B"]), int(o["N"]) + 1, int(o["V"])
+    h = len(o["expected"]["path"][0]) if b else 0
+    e = o["expected"]
+    walk = "draft_ids" not in o
+    return TreeVerifyCase(
+        name=o["name"], reason=o["reason"], dtype=o["dtype"],
+        target_bits=_rows_from_hex(o["dtype"], o["target_logits_hex"], b, n1, v, o["name"]),
+        target_temperature=np.array([_from_hex32(x) for x in o["target_temperature_bits"]], dtype=np.float32),
+        parents=[int(x) for x in o["parents"]],
+        draft_tokens=np.array(o["draft_tokens"], dtype=np.int32).reshape(b, n1),
+        draft_status=np.array(o["draft_status"], dtype=np.int8).reshape(b, n1),
+        draft_ids=None if walk else np.array(o["draft_ids"], dtype=np.int32).reshape(b, n1, K),
+        draft_tickets=None if walk else np.array(o["draft_tickets"], dtype=np.int32).reshape(b, n1, K),
+        seed=_u64(o["seed"]), round=_u64(o["round"]), position=_u64(o["position"]),
+        expected=TreeVerdict(
+            status=np.array(e["status"], dtype=np.int8),
+            accepted=np.array(e["accepted"], dtype=np.int32),
+            path=np.array(e["path"], dtype=np.int32).reshape(b, h),
+            tokens=np.array(e["tokens"], dtype=np.int32).reshape(b, h + 1),
+        ),
+    )
+
+
+def load_tree_draw_golden(path: Path | str = TREE_DRAW_GOLDEN_FILE) -> list[TreeDrawCase]:
+    """Every case of the tree drafts' golden file."""
+    return [tree_draw_case_from_json(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def load_tree_verify_golden(path: Path | str = ACCEPT_TREE_GOLDEN_FILE) -> list[TreeVerifyCase]:
+    """Every case of a tree verifier's golden file (``ACCEPT_TREE_GOLDEN_FILE`` or ``WALK_TREE_GOLDEN_FILE``)."""
+    return [tree_verify_case_from_json(line) for line in Path(path).read_text().splitlines() if line.strip()]

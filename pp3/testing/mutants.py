@@ -18,8 +18,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pp3.reference import accept, exponential, order, philox, select, tickets
-from pp3.reference._constants import DOMAIN_PROPOSAL, DOMAIN_RESIDUAL, P_TICKETS, TICKETS
+from pp3.reference import accept, exponential, order, philox, select, tickets, tree
+from pp3.reference._constants import (
+    DOMAIN_PROPOSAL,
+    DOMAIN_RESIDUAL,
+    DOMAIN_TREE,
+    EMPTY_ID,
+    P_TICKETS,
+    Q_SHIFT,
+    TICKETS,
+)
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -32,6 +40,7 @@ _PROPOSAL_UNIFORM = philox.proposal_uniform
 _UNIFORM_BELOW = philox.uniform_below
 _PROPOSE = select.propose
 _VERIFY = accept.verify
+_VERIFY_NODE = tree.verify_node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,10 +199,65 @@ def residual_unnormalized(seed: U64, round_: U64, position: U64, domain: int, s:
     return out
 
 
+# ---------------------------------------------------------------------------------------- the draft trees (§12)
+
+
+def tree_residual_unnormalized(a: U64, sigma: U64, keys: tree.Keys) -> I64:
+    """For ``tree.final_draw``: the correction's uniform is over 2^40, not over the residual's sum Σ (an overflow
+    clamped to the last ticket) (§12.6 N5)."""
+    u, _ = tree.uniform_below_at(keys, DOMAIN_RESIDUAL, np.full(sigma.size, P_TICKETS, dtype=np.uint64),
+                                 np.zeros(sigma.size, dtype=np.int64))
+    u = np.minimum(u, sigma - np.uint64(1))
+    return np.asarray((np.cumsum(a, axis=1, dtype=np.uint64) <= u[:, None]).sum(axis=1), dtype=np.int64)
+
+
+def tree_q_not_reduced(qp: U64, s: U64, c: I64) -> tuple[U64, U64]:
+    """For ``tree.remove_child``: a rejected child keeps its tickets, so the later siblings are tested against the
+    node's whole q, not q without the children drawn before them (§12.6 N4)."""
+    return qp, s
+
+
+def tree_sibling_parent_p(a: U64, e: U64) -> tuple[U64, U64]:
+    """For ``tree.residual``: the target state is never updated, so every sibling is tested against its parent's p
+    and the correction is drawn from p (§12.6 N4)."""
+    return a, a.sum(axis=1, dtype=np.uint64)
+
+
+def tree_draw_with_replacement(ids: I64, tix: I64, k: I64, keys: tree.Keys) -> I64:
+    """For ``tree.draw_without_replacement``: each child is drawn from the node's whole q (U below 2^24 over every
+    slot), so children can repeat (§12.4 D4)."""
+    r = ids.shape[0]
+    kids = np.full((r, tix.shape[1]), EMPTY_ID, dtype=np.int64)
+    offset = np.zeros(r, dtype=np.int64)
+    for j in range(int(k.max()) if r else 0):
+        a = np.flatnonzero(j < k)
+        u, offset[a] = tree.uniform_below_at(keys.take(a), DOMAIN_TREE, np.full(a.size, TICKETS, np.uint64),
+                                             offset[a])
+        kids[a, j] = ids[a, (np.cumsum(tix[a], axis=1) <= u[:, None].astype(np.int64)).sum(axis=1)]
+    return kids
+
+
+def tree_bonus_from_residual(p: I64, ids: I64, tix: I64, kids: I64, k: I64, keys: tree.Keys) -> tuple[I64, U64, U64]:
+    """For ``tree.verify_node``: at a final node the bonus is drawn from the residual max(P - Q 2^16, 0) of the node's
+    own slots (§11.7's Q* = Q_a where a = n), not from P (§12.6 N5)."""
+    j, a, sigma = _VERIFY_NODE(p, ids, tix, kids, k, keys)
+    final = np.flatnonzero(k == 0)
+    if final.size:
+        v = p.shape[1]
+        good = (ids[final] >= 0) & (ids[final] < v) & (tix[final] >= 0)
+        q = tree.slots_to_vocab(np.where(good, ids[final], EMPTY_ID), np.where(good, tix[final], 0), v)
+        r = np.maximum(p[final] - (q.astype(np.int64) << Q_SHIFT), 0)
+        keep = r.sum(axis=1) > 0
+        a[final[keep]] = r[keep].astype(np.uint64)
+        sigma[final[keep]] = r[keep].sum(axis=1).astype(np.uint64)
+    return j, a, sigma
+
+
 # ------------------------------------------------------------------------------------------------- the catalogue
 
 _T = "pp3.reference.tickets"
 _P = "pp3.reference.philox"
+_TREE = "pp3.reference.tree"
 
 CATALOGUE: dict[str, Mutant] = {
     m.name: m
@@ -235,6 +299,16 @@ CATALOGUE: dict[str, Mutant] = {
                "pp3.reference.accept:verify", verify_with_greedy_q),
         Mutant("residual-unnormalized", "§11.7", "the residual uniform is over 2^40, not over the residual's sum",
                f"{_P}:uniform_below", residual_unnormalized),
+        Mutant("tree-residual-unnormalized", "§12.6 N5", "the correction's uniform is over 2^40, not over Σ",
+               f"{_TREE}:final_draw", tree_residual_unnormalized),
+        Mutant("tree-q-not-reduced", "§12.6 N4", "later siblings are tested against the node's whole q",
+               f"{_TREE}:remove_child", tree_q_not_reduced),
+        Mutant("tree-sibling-parent-p", "§12.6 N4", "every sibling is tested against its parent's p (no residual)",
+               f"{_TREE}:residual", tree_sibling_parent_p),
+        Mutant("tree-draw-with-replacement", "§12.4 D4", "children are drawn with replacement from the whole q",
+               f"{_TREE}:draw_without_replacement", tree_draw_with_replacement),
+        Mutant("tree-bonus-from-residual", "§12.6 N5", "a final node's bonus is drawn from max(P - Q 2^16, 0)",
+               f"{_TREE}:verify_node", tree_bonus_from_residual),
     )
 }
 

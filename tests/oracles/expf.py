@@ -1,7 +1,7 @@
 """Independent oracles for SPEC.md §6: the correctly rounded binary32 e^z (mpmath) and the distance of an fp64
 value to the nearest binary32 rounding boundary (NumPy, exact).
 
-Shared by tests/test_expf.py and tools/audit_exp.py. Nothing here imports pp3: it must stay independent of the
+Shared by tests/test_expf.py and stats/audit_exp.py. Nothing here imports pp3: it must stay independent of the
 reference it judges.
 """
 
