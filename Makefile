@@ -181,7 +181,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu verifier-next-gpu selector-next-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
+.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu verifier-next-gpu selector-next-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu law-flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
 
 GPU_PY ?= python3
 OUT ?= results
@@ -232,6 +232,9 @@ E2E_MUTANT_N ?= 100000
 E2E_TIMEOUT ?= 250
 # The end-to-end audit's verifier on the GPU: triton (pp3's kernels) or flashinfer (after flashinfer-gpu).
 E2E_VERIFIER ?= triton
+# law-flashinfer-gpu: sequences per case of the end-to-end audit (the planted bugs run at min(LAW_N, 10^5)).
+LAW_N ?= 1000000
+LAW_TIMEOUT ?= 560
 ADAPTERS_TIMEOUT ?= 300
 SANITIZE_TIMEOUT ?= 240
 SANITIZE_TOOLS ?= memcheck initcheck racecheck
@@ -248,7 +251,7 @@ GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu screen-gpu stats-gpu flashinf
 
 GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu \
   verifier-evidence-gpu verifier-next-gpu selector-next-gpu bench-gpu bench-vocab \
-  bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu bench-pair ncu-gpu gpu-steps
+  bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu law-flashinfer-gpu bench-pair ncu-gpu gpu-steps
 # TRITON_KIT=<a kit from make triton-kit>: that Triton, unpacked once into .gpucache/kits/, first on the path of every
 # GPU step, with the machine's CUDA tools in place of the ones the kit leaves out; the stamps name the Triton that ran.
 TRITON_KIT ?=
@@ -403,6 +406,21 @@ audit-e2e-gpu:
 	$(gpu_step)
 	DSPARK_SAMPLED_TOP32=1 timeout $(E2E_TIMEOUT) $(GPU_PY) -m pp3 audit-e2e --device cuda --verifier $(E2E_VERIFIER) \
 	  --n $(E2E_N) --mutant-n $(E2E_MUTANT_N) 2>&1 | tee $(OUT)/e2e_gpu_$(E2E_VERIFIER).log | tail -20
+
+# FlashInfer's chain_speculative_sampling fed pp3's exact q, through the seam (pp3 verify --impl, docs/CONFORMANCE.md):
+# it does not claim bit-exactness, so it is judged in law only: the end-to-end audit at LAW_N sequences per case, the
+# drafter on the GPU, Holm at alpha 0.01, the planted bugs' power in the same run. After flashinfer-gpu. The versioned
+# JSON document into $(OUT)/law_flashinfer.json, progress into the .log, a failing call's replay under
+# $(OUT)/law_flashinfer_failures.
+law-flashinfer-gpu:
+	$(gpu_step)
+	rc=0; DSPARK_SAMPLED_TOP32=1 timeout $(LAW_TIMEOUT) $(GPU_PY) -m pp3 verify \
+	  --impl verifier=pp3.testing.peers:flashinfer --law-n $(LAW_N) --json --out $(OUT)/law_flashinfer_failures \
+	  > $(OUT)/law_flashinfer.json 2> $(OUT)/law_flashinfer.log || rc=$$?; tail -4 $(OUT)/law_flashinfer.log; \
+	  $(GPU_PY) -c "import json; d = json.load(open('$(OUT)/law_flashinfer.json')); l = d['verdicts']['law']; \
+	    print('verify:', d['verdict'], '| bit-exact:', d['verdicts']['bit_exact']['verdict'], '| law:', l['verdict']); \
+	    [print(' ', a['implementation'], a['verdict'], a.get('power'), *a.get('ran', []), sep='\n  ') for a in l.get('audits', [])]" \
+	  || true; exit $$rc
 
 # compute-sanitizer over the launchers on ordinary and adversarial inputs (python -m tools.sanitize_cases), one run
 # per tool of SANITIZE_TOOLS, all at once (separate processes), logs into $(OUT)/sanitize_<cases>_<tool>.log; a tool's

@@ -146,8 +146,8 @@ def _replay_file(text: str) -> Any:
     try:
         return load_replay(text)
     except DamagedRecord as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a failing case written by pp3 verify (selector_first.npz or "
-                                         f"verifier_first.npz): {e}") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a failing case written by pp3 verify (selector_first.npz, "
+                                         f"verifier_first.npz, ...): {e}") from None
 
 
 def _writable_file(flag: str, path: str | None) -> None:
@@ -249,7 +249,9 @@ def add_verify(sub: Any) -> None:
         "reference, and the conformance files on both. PASS (exit 0) only if every part passes; FAIL (exit 1) "
         "otherwise, the first mismatching call of each kernel written to --out with the command that replays it. "
         "On a CUDA GPU the kernels run natively at full sizes; without one, under TRITON_INTERPRET=1, in Triton's "
-        "interpreter at the standard sizes (a few minutes) or --quick (about a minute).",
+        "interpreter at the standard sizes (a few minutes) or --quick (about a minute). --impl checks any other "
+        "implementation of either role through the same seam (docs/CONFORMANCE.md): its declaration decides which "
+        "suites run, and the report carries two verdicts, bit-exact and lossless in law.",
     )
     size = ap.add_mutually_exclusive_group()
     size.add_argument("--full", action="store_true",
@@ -278,8 +280,34 @@ def add_verify(sub: Any) -> None:
     ap.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="where the first failing case of each kernel is written (default: verify-failures)")
     ap.add_argument("--replay", type=_replay_file, metavar="FILE",
-                    help="re-run one written case (selector_first.npz or verifier_first.npz) on both implementations")
+                    help="re-run one written case (selector_first.npz, verifier_first.npz, a suite's or a conformance "
+                    "file's) on the implementation and the reference: on the --impl it names, else on pp3's kernels; "
+                    "with --call-timeout and no other option")
+    ap.add_argument("--impl", type=_impl, action="append", default=None, metavar="ROLE=NAME",
+                    help="check this implementation instead of pp3's kernels: ROLE selector or verifier, NAME "
+                    "PKG.MOD:CALLABLE or an entry point of the group pp3.implementations (pp3-kernels, pp3-reference: "
+                    "pp3's own); repeatable; only the parts of the roles given run (docs/CONFORMANCE.md)")
+    ap.add_argument("--expected-failures", metavar="FILE", default=None,
+                    help="a TOML file of the implementation's known failures (suite, case, reason): they do not fail "
+                    "the verdict, and an entry that no longer fails is reported")
+    ap.add_argument("--call-timeout", type=_open_interval(0.0, 86400.0), default=300.0, metavar="S",
+                    help="seconds one call of an implementation may take before it is named a timeout and abandoned")
+    ap.add_argument("--law", action="store_true",
+                    help="also the lossless-in-law verdict (the end-to-end audit for a verifier, stats/ for a "
+                    "selector) for implementations that claim bit-exactness (it always runs for those that do not)")
+    ap.add_argument("--law-n", type=_int_in(100, 10**9), default=100_000, metavar="N",
+                    help="sequences (draws) per case of the law audits, 100 .. 10^9")
+    ap.add_argument("--alpha", type=_open_interval(0.0, 1.0), default=0.01,
+                    help="family-wise alpha of the law audits (Holm), in (0, 1)")
     ap.set_defaults(run=cmd_verify)
+
+
+def _impl(text: str) -> tuple[str, str]:
+    """An argparse type: ROLE=NAME (the implementation is loaded when the command has parsed its options)."""
+    role, sep, name = text.partition("=")
+    if not sep or role not in ("selector", "verifier") or not name:
+        raise argparse.ArgumentTypeError(f"expected selector=NAME or verifier=NAME, got {text!r}")
+    return role, name
 
 
 def _given(parser: argparse.ArgumentParser, args: argparse.Namespace, dest: str) -> bool:
@@ -287,11 +315,25 @@ def _given(parser: argparse.ArgumentParser, args: argparse.Namespace, dest: str)
     return bool(getattr(args, dest) != parser.get_default(dest))
 
 
+def _implementations(parser: argparse.ArgumentParser, args: argparse.Namespace, selectors: Any) -> Any:
+    """The implementations --impl names (pp3's kernels without it), by role; one that cannot be loaded is refused
+    through ``parser.error``."""
+    from pp3.audit.parity import implementations
+    from pp3.harness.protocol import ImplementationError
+
+    try:
+        return implementations(args.impl or (), selectors)
+    except ImplementationError as e:
+        parser.error(f"--impl: {e}")
+
+
 def _verify_plan(parser: argparse.ArgumentParser, args: argparse.Namespace, cuda: bool) -> Any:
     """The run that pp3 verify's options ask for (``pp3.audit.parity.Plan``), every option refused through
     ``parser.error`` (one line naming it, exit status 2) where it cannot apply: a run never passes over a check it
     was asked for and did not make."""
-    from pp3.audit.parity import DEFAULT_SELECTOR_KERNELS, PARTS, Plan
+    from pp3.audit.parity import PARTS, Plan
+    from pp3.harness.protocol import ROLES
+    from pp3.harness.xfail import ExpectedFailures, ExpectedFailuresError
 
     def given(dest: str) -> bool:
         return _given(parser, args, dest)
@@ -303,6 +345,17 @@ def _verify_plan(parser: argparse.ArgumentParser, args: argparse.Namespace, cuda
     if args.selectors and (args.bulk_only or "selector" not in parts):
         parser.error("--selectors: picks the selector part's suites; with --bulk-only or without the selector part "
                      "it would check nothing it names")
+    impls = _implementations(parser, args, args.selectors)
+    plugged = bool(args.impl)
+    if plugged:
+        roles = {role for role, _ in args.impl}
+        missing = [p for p in parts if p in ROLES and p not in roles]
+        if given("parts") and missing:
+            parser.error(f"--parts: no --impl of the {missing[0]} is given, and pp3's kernels run only without --impl")
+        # The parts of the roles given that claim bit-exactness (and the conformance files of those); an
+        # implementation that does not is judged in law only.
+        exact = {r: any(i.caps.exact for i in impls[r]) for r in ROLES}
+        parts = tuple(p for p in parts if (p in ROLES and exact[p]) or (p == "conformance" and any(exact.values())))
     if args.bulk_rows and "selector" not in parts:
         parser.error(f"--bulk-rows: the bulk rows are the selector part's, and --parts {' '.join(parts)} has none")
     default_rows = 1_000_000 if cuda and "selector" in parts else 0  # a GPU checks 10^6 rows unless told otherwise
@@ -326,43 +379,76 @@ def _verify_plan(parser: argparse.ArgumentParser, args: argparse.Namespace, cuda
     if args.full and not cuda:
         parser.error("--full runs the SPEC vocabularies (V up to 262144), for a CUDA GPU; in the interpreter use the "
                      "default sizes or --quick")
+    law_asked = args.law or any(not i.caps.exact for r in ROLES for i in impls[r])
+    for dest in ("law_n", "alpha"):
+        if given(dest) and not law_asked:
+            parser.error(f"--{dest.replace('_', '-')}: applies to the lossless-in-law audits, and this run has none "
+                         "(give --law, or an implementation that does not claim bit-exactness)")
+    try:
+        xfail = ExpectedFailures.load(args.expected_failures)
+    except ExpectedFailuresError as e:
+        parser.error(f"--expected-failures: {e}")
     return Plan(
         size="quick" if args.quick else "full" if args.full or cuda else "standard",
         parts=parts,
-        selectors=tuple(args.selectors or DEFAULT_SELECTOR_KERNELS) if suites and "selector" in parts else (),
+        suites=suites,
         bulk_rows=bulk_rows,
         bulk_seed=args.bulk_seed or 0,
         bulk_vocab=args.bulk_vocab or BULK_VOCAB,
         bulk_greedy=args.bulk_greedy,
         out=args.out or Path("verify-failures"),
         json=args.json,
+        impls=impls,
+        plugged=plugged,
+        xfail=xfail,
+        call_timeout=args.call_timeout,
+        law=args.law,
+        law_n=args.law_n,
+        alpha=args.alpha,
     )
 
 
+def _kernels_run(plan: Any) -> bool:
+    """Whether a run of ``plan`` runs pp3's kernels: without --impl, with pp3-kernels given, or for the verifier's
+    request rows (``accept-plans``: drafts proposed by pp3's selector)."""
+    from pp3.harness import builtin
+    from pp3.harness.protocol import ROLES
+
+    return not plan.plugged or any(i.name == builtin.KERNELS for r in ROLES for i in plan.impls[r]) or (
+        "verifier" in plan.parts and plan.suites)
+
+
 def cmd_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    _need_kernels_run("pp3 verify")
+    _need("pp3 verify", ("torch",))
     import warnings
 
     import torch
 
     from pp3.audit import parity
+    from pp3.harness import builtin
     from pp3.testing.call import DamagedRecord
 
-    device = torch.device("cuda" if _cuda() else "cpu")
+    cuda = _cuda()
+    device = torch.device("cuda" if cuda else "cpu")
     if args.replay is not None:
         for dest in ("full", "quick", "parts", "selectors", "bulk_rows", "bulk_seed", "bulk_only", "bulk_greedy",
-                     "bulk_vocab", "out"):
+                     "bulk_vocab", "out", "expected_failures", "law", "law_n", "alpha"):
             if _given(parser, args, dest):
                 parser.error(f"--{dest.replace('_', '-')}: does not apply to --replay, which re-runs the one case "
                              "of its file")
+        impls = _implementations(parser, args, None) if args.impl else None
+        if parity.replay_implementation(args.replay, impls).name == builtin.KERNELS:
+            _need_kernels_run("pp3 verify")
         # The interpreter evaluates uint64 Philox and key arithmetic in NumPy, which warns on intended wrap-around.
         warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
         try:
-            return parity.replay(args.replay, device, args.json)
+            return parity.replay(args.replay, device, args.json, impls, args.call_timeout)
         except DamagedRecord as e:
             parser.error(f"--replay: {args.replay.path!r}: {e}")
 
-    plan = _verify_plan(parser, args, device.type == "cuda")
+    plan = _verify_plan(parser, args, cuda)
+    if _kernels_run(plan):
+        _need_kernels_run("pp3 verify")
     _writable_folder("--out", plan.out)
     return parity.run(plan, device)
 
@@ -426,10 +512,11 @@ def add_audit(sub: Any) -> None:
                     help="vocabulary V, 2 .. 64 (the joint law of three tokens has V^3 bins)")
     ap.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0, help="seed of the sequences, 0 .. 2^32-1")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the drafter runs")
-    ap.add_argument("--verifier", choices=("reference", "triton", "flashinfer"), default="reference",
-                    help="reference, triton (the kernel: a CUDA GPU or TRITON_INTERPRET=1) or flashinfer "
+    ap.add_argument("--verifier", type=_audit_verifier, default="reference", metavar="VERIFIER",
+                    help="reference, triton (the kernel: a CUDA GPU or TRITON_INTERPRET=1), flashinfer "
                     "(FlashInfer's chain_speculative_sampling fed pp3's exact q; needs --device cuda; its planted bug "
-                    "feeds it the greedy path's q)")
+                    "feeds it the greedy path's q), or any verifier through the seam: PKG.MOD:CALLABLE or an entry "
+                    "point of the group pp3.implementations (docs/CONFORMANCE.md)")
     ap.add_argument("--batch", type=_int_in(1, 1 << 20), default=1 << 16,
                     help="sequences per simulated batch, 1 .. 2^20")
     ap.add_argument("--plot", metavar="PNG", default=None,
@@ -446,17 +533,38 @@ def add_audit(sub: Any) -> None:
     ap.set_defaults(run=cmd_audit)
 
 
+AUDIT_VERIFIERS = ("reference", "triton", "flashinfer")
+
+
+def _audit_verifier(text: str) -> str:
+    """An argparse type: one of AUDIT_VERIFIERS, or the name of an implementation (loaded when the run starts)."""
+    if text in AUDIT_VERIFIERS or ":" in text or text.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        return text
+    raise argparse.ArgumentTypeError(f"expected {', '.join(AUDIT_VERIFIERS)} or PKG.MOD:CALLABLE, got {text!r}")
+
+
 def _verifier(name: str) -> Callable[..., Any] | None:
-    """None (the reference verifier), the Triton verifier or FlashInfer's chain with the reference's convention."""
+    """None (the reference verifier), the Triton verifier, FlashInfer's chain, or a verifier through the seam
+    (``pp3.harness``: every call guarded), with the reference's convention."""
     if name == "reference":
         return None
     if name == "flashinfer":
         from pp3.testing.peers import flashinfer_verifier
 
         return flashinfer_verifier()
-    from pp3.testing.call import kernel_verifier
+    if name == "triton":
+        from pp3.testing.call import kernel_verifier
 
-    return kernel_verifier
+        return kernel_verifier
+    from pp3.audit.law import reference_convention
+    from pp3.harness.guard import Guard
+    from pp3.harness.protocol import ImplementationError, load
+
+    try:
+        impl = load(name, "verifier")[0]
+    except ImplementationError as e:
+        raise Refusal(f"--verifier: {e}") from None
+    return reference_convention(Guard(impl))
 
 
 def _verifier_mutants(name: str, none: bool) -> dict[str, Callable[..., Any]]:
@@ -494,8 +602,10 @@ def cmd_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _writable_file("--plot", args.plot)
     _writable_file("--markdown", args.markdown)
     from pp3.audit import e2e
+    from pp3.audit.law import CallFailed
     from pp3.speculate import MODES
 
+    verifier = _verifier(args.verifier)
     setup = e2e.make_setup(vocab=args.vocab, device=args.device)
     # A run so small that some test has one group (df 0, p = 1 whatever it sees) has no power: refused, not passed.
     sizes = [("--n", args.n, args.temperatures, MODES)]
@@ -509,20 +619,24 @@ def cmd_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                          f"test of one group has df 0 and p = 1 whatever it sees); give {flag} {least} or more")
     bar = ProgressBar(not args.quiet)
     t0 = time.perf_counter()
-    audit = e2e.run_audit(
-        setup,
-        args.n,
-        temperatures=args.temperatures,
-        mutants=() if args.no_mutants else e2e.MUTANTS,
-        mutant_temperatures=args.mutant_temperatures or e2e.MUTANT_TEMPERATURES,
-        mutant_n=args.mutant_n,
-        alpha=args.alpha,
-        seed=args.seed,
-        batch=args.batch,
-        verifier=_verifier(args.verifier),
-        verifier_mutants=_verifier_mutants(args.verifier, args.no_mutants),
-        progress=bar,
-    )
+    try:
+        audit = e2e.run_audit(
+            setup,
+            args.n,
+            temperatures=args.temperatures,
+            mutants=() if args.no_mutants else e2e.MUTANTS,
+            mutant_temperatures=args.mutant_temperatures or e2e.MUTANT_TEMPERATURES,
+            mutant_n=args.mutant_n,
+            alpha=args.alpha,
+            seed=args.seed,
+            batch=args.batch,
+            verifier=verifier,
+            verifier_mutants=_verifier_mutants(args.verifier, args.no_mutants),
+            progress=bar,
+        )
+    except CallFailed as e:  # a verifier through the seam that raised, hung or returned the wrong fields
+        print(f"pp3 audit-e2e: FAIL: a call of the verifier failed: {e}", file=sys.stderr)
+        return 1
     seconds = time.perf_counter() - t0
     text = (
         f"end-to-end audit: V={setup.vocab}, depth {setup.depth}, drafter tau {setup.tau}, alpha {args.alpha} "

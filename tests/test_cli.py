@@ -270,6 +270,10 @@ CANNOT_APPLY = [
     (["verify", "--replay", "DUMP", "--parts", "selector"], "--parts"),
     (["verify", "--replay", "DUMP", "--bulk-seed", "1"], "--bulk-seed"),
     (["verify", "--replay", "DUMP", "--out", "somewhere"], "--out"),
+    (["verify", "--replay", "DUMP", "--law"], "--law"),
+    (["verify", "--replay", "DUMP", "--expected-failures", "x.toml"], "--expected-failures"),
+    (["verify", "--law-n", "500"], "--law-n"),  # pp3's kernels claim bit-exactness: no law audit without --law
+    (["verify", "--impl", "verifier=pp3-reference", "--parts", "selector"], "--parts"),
     (["demo", "--replays", "10"], "--replays"),
     (["audit-e2e", "--no-mutants", "--mutant-n", "10"], "--mutant-n"),
     (["audit-e2e", "--no-mutants", "--mutant-temperatures", "1.0"], "--mutant-temperatures"),
@@ -331,6 +335,7 @@ def test_a_selector_part_whose_bulk_rows_checked_nothing_fails(tmp_path: Path, m
     from pp3.testing.call import make_case
 
     monkeypatch.setattr(parity, "suites", lambda size: iter([("edges", make_case("fp32", [[1.0, 2.0, 3.0]]))]))
+    monkeypatch.setattr(parity, "invariance", lambda size: iter([]))
     monkeypatch.setattr(parity, "bulk", lambda *args, **kw: 0)
     args = ["verify", "--quick", "--parts", "selector", "--selectors", "propose", "--bulk-rows", "4", "--out",
             str(tmp_path)]
@@ -343,22 +348,32 @@ def test_a_selector_part_whose_bulk_rows_checked_nothing_fails(tmp_path: Path, m
 
 
 @needs_kernels
-def test_a_conformance_file_the_kernels_skip_fails_the_part(monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """A conformance file that the installed kernels do not export is skipped on them (0 rows): pp3 conformance
-    reports it, and pp3 verify's conformance part, asked to check the kernels, fails."""
+def test_a_conformance_file_the_kernels_do_not_export_fails_the_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A conformance file whose entry the installed kernels do not export (no expf) fails on them by name (raised,
+    every item counted), so pp3 verify's conformance part, asked to check the kernels, fails; the reference passes
+    it. (A file an implementation's declaration excludes, as the draft trees' on the kernels, is skipped instead:
+    ``test_harness``.)"""
     from pp3.audit import conformance
+    from pp3.harness import builtin
+    from pp3.harness.protocol import NotExported
 
-    def check(kernels: bool) -> tuple[int, int]:
-        if kernels:
-            raise conformance.NotExported("pp3.kernels exports no expf")
-        return 4, 0
+    real = builtin._kernel
 
-    monkeypatch.setattr(conformance, "FILES", {"expf.wc": check})
-    rc, out, _ = run(["verify", "--parts", "conformance", "--json"], capsys)
-    doc = document(out)
-    assert rc == 1 and doc["verdict"] == "FAIL", doc["conformance"]
-    assert doc["conformance"]["checked_rows"] == {"expf.wc (reference)": 4, "expf.wc (kernels)": 0}
+    def without_expf(name: str) -> Any:
+        if name == "expf":
+            raise NotExported("pp3.kernels exports no expf")
+        return real(name)
+
+    monkeypatch.setattr(builtin, "_kernel", without_expf)
+    monkeypatch.setattr(conformance, "FILES", {"expf.wc": conformance.FILES["expf.wc"]})
+    monkeypatch.setattr(conformance, "SWEEPS", {})
+    rc, out, _ = run(["verify", "--parts", "conformance", "--json", "--out", str(tmp_path)], capsys)
+    doc = document(out)["conformance"]
+    n = doc["checked_rows"]["expf.wc (reference)"]
+    assert rc == 1 and doc["verdict"] == "FAIL" and n > 0, doc
+    assert doc["checked_rows"] == {"expf.wc (reference)": n, "expf.wc (kernels)": n} and doc["mismatches"] == n
+    assert doc["failures"]["kernels"]["expf"]["failure"] == "raised"
 
 
 @needs_kernels
@@ -573,7 +588,7 @@ def test_verify_fails_on_a_failing_conformance_file(monkeypatch: pytest.MonkeyPa
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from pp3.audit import conformance
 
-    monkeypatch.setattr(conformance, "FILES", {"expf.wc": lambda kernels: (4, 1 if kernels else 0)})
+    monkeypatch.setattr(conformance, "FILES", {"expf.wc": lambda s: (4, 0 if s.is_reference else 1)})
     rc, out, _ = run(["verify", "--parts", "conformance", "--json"], capsys)
     doc = document(out)
     assert rc == 1 and doc["verdict"] == "FAIL" and doc["conformance"]["verdict"] == "FAIL"

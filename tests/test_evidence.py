@@ -152,6 +152,44 @@ def test_a_failed_step_is_a_failed_row_and_another_triton_its_own_claim(tmp_path
     assert {r["claim"] for r in rows} == {"triton-3.9.0-gpu"} and rows[0]["result"].count(";") >= 4
 
 
+CI_LOG = """python: python3.11 -> Python 3.11.7
+1531 passed, 19 skipped, 43 warnings in 540.10s (0:09:00)
+12 passed in 30.00s
+=== make test done: 600 s
+verify: PASS (3 parts, 0 mismatches; 280 s)
+=== verify, reference, wheel and install checks done: 900 s
+=== Triton 3.7.1
+triton 3.7.1 numpy 2.3.5
+ptx audit: PASS 261 variants of 19 kernels
+verify: PASS (3 parts; 200 s)
+=== Triton 3.9.0 numpy==2.4.0
+triton 3.9.0 numpy 2.4.0
+ptx audit: PASS 261 variants of 19 kernels
+verify: {last} (3 parts; 210 s)
+=== Triton matrix done: 1500 s
+"""
+
+
+@pytest.mark.parametrize("last", ["PASS", "FAIL"])
+def test_a_ci_log_becomes_the_cpu_claims(tmp_path: Path, claims: evidence.Claims, last: str) -> None:
+    out = tmp_path / "out" / "ci"
+    out.mkdir(parents=True)
+    (out / "env.json").write_text(json.dumps(STAMP | {"gpu": None, "driver": None}))
+    log = CI_LOG.format(last=last)  # .ci/run stops at a failed step (set -e): no "Triton matrix done" then
+    (out / "ci.log").write_text(log if last == "PASS" else log[: log.index("=== Triton matrix done")])
+    rows, _ = evidence.record_rows(tmp_path / "out", "2026-12-07", "cpu-1900", "c0de", claims)
+    got = {r["claim"]: (r["verdict"], r["result"]) for r in rows}
+    ci = {"ci": ("PASS", "25 min on a fresh clone")} if last == "PASS" else {}
+    assert got == {"cpu-test": ("PASS", "1,531 passed, 19 skipped; 10 min"),
+                   "cpu-verify": ("PASS", "PASS, 3 parts, 0 mismatches; 280 s"),
+                   "triton-matrix": (last, f"{last} on 3.7.1, 3.9.0"), **ci}
+    # A run stopped in make test by a failing test: a failed row, nothing after it.
+    (out / "ci.log").write_text(CI_LOG.split("=== make test done")[0].replace("1531 passed", "3 failed, 1528 passed"))
+    rows, _ = evidence.record_rows(tmp_path / "out", "2026-12-07", "cpu-1900", "c0de", claims)
+    assert [(r["claim"], r["verdict"], r["result"]) for r in rows] == [
+        ("cpu-test", "FAIL", "3 failed, 1,528 passed, 19 skipped")]
+
+
 def test_render_replaces_only_its_blocks_and_refuses_a_long_line() -> None:
     text = "head\n<!-- evidence:a -->\nold\n<!-- /evidence:a -->\n<!-- evidence:b -->\nkept\n<!-- /evidence:b -->\n"
     assert evidence.rendered(text, {"a": ["| x |", "new"]}) == text.replace("old", "| x |\nnew")

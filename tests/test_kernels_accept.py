@@ -440,5 +440,5 @@ def test_the_variants_are_chosen_as_documented(monkeypatch: pytest.MonkeyPatch) 
         config.verify_handover()
     with pytest.raises(ValueError, match="screen"):
         LaunchConfig(screen="fast")
-    with pytest.raises(ValueError, match="handover"):
+    with pytest.raises(TypeError, match="handover"):
         LaunchConfig(handover=1)  # type: ignore[arg-type]

@@ -199,6 +199,19 @@ def test_fp16_and_bf16_logits() -> None:
                 assert_equal(getattr(got, f), getattr(want, f), f"{fmt} {kernel} {f}")
 
 
+def test_pp3_verify_runs_them_only_where_named() -> None:
+    """Not yet shipped, the two selectors are pp3's kernels' variants (``pp3.harness.builtin``) that ``pp3 verify``
+    checks only where ``--selectors`` names them; a written case of either replays through it."""
+    from pp3.audit.parity import implementations
+    from pp3.harness import builtin
+
+    default = [i.variant or "propose" for i in implementations((), None)["selector"]]
+    assert default == list(builtin.SELECTOR_KERNELS)
+    asked = implementations((), ["propose", "onelaunch", "rows"])["selector"]
+    assert [i.variant or "propose" for i in asked] == ["propose", "onelaunch", "rows"]
+    assert all(builtin.kernel(k).variant == k and builtin.kernel(k).sharded is None for k in ("onelaunch", "rows"))
+
+
 @pytest.mark.parametrize("n", [63, 64, 65, 100])
 def test_survivors_in_one_load_or_in_steps(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exactly n survivors: up to FEW = 64 one batched load, more in steps (CHUNK 32: several steps, the K-th best

@@ -45,8 +45,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pp3.kernels.__init__",),
     ("pp3.drafter", "pp3.pair", "pp3.ops"),
     ("pp3.adapters", "pp3.speculate"),
+    ("pp3.harness.protocol",),  # the seam's contract
+    ("pp3.harness.builtin",),  # pp3's own implementations
     ("pp3.testing",),
+    ("pp3.harness",),  # the guard around every call of an implementation, the expected failures
     ("pp3.audit",),
+    ("pp3.harness.pytest_plugin",),  # pytest --pp3-impl: the audits as pytest tests
+    ("pp3.harness.suite_tests",),
     ("pp3.cli",),
     ("pp3.__main__",),
 )
@@ -130,7 +135,8 @@ def test_no_jit_module_imports_the_other_operations(mine: str, other: str) -> No
 def test_numpy_only_parts_import_neither_torch_nor_triton() -> None:
     code = (
         "import sys, pp3, pp3.reference, pp3.kernels, pp3.kernels.config, pp3.testing.call, pp3.testing.golden, "
-        "pp3.testing.mutants, pp3.testing.drafts, pp3.testing.stamp, pp3.audit.conformance, pp3.cli\n"
+        "pp3.testing.mutants, pp3.testing.drafts, pp3.testing.stamp, pp3.audit.conformance, pp3.cli, pp3.harness, "
+        "pp3.harness.builtin, pp3.harness.guard, pp3.testing.planted, pp3.audit.parity, pp3.audit.law\n"
         "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout

@@ -25,12 +25,13 @@ from pp3.audit import accept_bulk, parity, suites  # noqa: E402
 
 
 def _reference_kernel(flip_row: int | None) -> Any:
-    def propose(x: Tensor, temp: Tensor, seed: Any, rnd: Any, pos: Any, launch: Any = None) -> Any:
+    def propose(x: Tensor, temp: Tensor, seed: Any, rnd: Any, pos: Any, tau: float = ref.DEFAULT_TAU,
+                tile: int | None = None, launch: Any = None) -> Any:
         u64 = [t.numpy().view(np.uint64) for t in (seed, rnd, pos)]
-        out = ref.propose(x.numpy(), temp.numpy(), *u64)
+        out = ref.propose(x.numpy(), temp.numpy(), u64[0], u64[1], u64[2], tau)
         token = out.token.copy()
-        if flip_row is not None and launch is None:
-            token[flip_row] ^= 1  # the planted bug: one row's token is off (propose's default path only)
+        if flip_row is not None and (launch is None or launch.selector == "segments"):
+            token[flip_row] ^= 1  # the planted bug: one row's token is off (propose's segment selector only)
         return types.SimpleNamespace(
             status=torch.from_numpy(out.status),
             token=torch.from_numpy(token),
@@ -41,8 +42,9 @@ def _reference_kernel(flip_row: int | None) -> Any:
     return propose
 
 
-def _reference_greedy(x: Tensor, **_: Any) -> Any:
+def _reference_greedy(shards: list[Tensor], **_: Any) -> Any:
     """The greedy selector (either way of ``LaunchConfig.greedy``) as the reference's T0 rows."""
+    x = torch.cat(shards, dim=1)
     keys = torch.zeros(x.shape[0], dtype=torch.int64)
     return _reference_kernel(None)(x, torch.zeros(x.shape[0]), keys, keys, keys)
 
@@ -51,21 +53,23 @@ def _reference_greedy(x: Tensor, **_: Any) -> Any:
 def test_bulk_counts_rows_and_catches_a_wrong_token(
     flip_row: int | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """The bulk rows through pp3's kernels as the seam calls them (``pp3.harness.builtin``), here the reference
+    with a planted bug in propose's segment selector: its suite alone fails, and its first batch is written."""
     monkeypatch.setattr(pp3.kernels, "propose", _reference_kernel(flip_row))
-    monkeypatch.setattr(pp3.kernels, "greedy", _reference_greedy)
-    table = parity.Table()
-    failures = parity.Failures(tmp_path)
-    parity.bulk(table, 24, 300, 16, failures, torch.device("cpu"), bulk_seed=3)
+    monkeypatch.setattr(pp3.kernels, "greedy_sharded", _reference_greedy)
+    part = parity.Part("selector", tmp_path)
+    parity.bulk(part, 24, 300, 16, torch.device("cpu"), bulk_seed=3)
+    table = part.table
     assert table.rows["bulk"]["rows"] == 24
     if flip_row is None:
-        assert table.mismatches() == 0 and failures.first is None
+        assert table.mismatches() == 0 and part.failures.first is None
     else:
         assert table.rows["bulk"]["token"] == 2 and table.mismatches() == 2  # row 5 of each of the 2 batches
         assert table.rows["bulk tiles"]["token"] == 0 and table.rows["bulk greedy"]["token"] == 0
         assert table.rows["bulk rescan"]["token"] == 0
-        assert failures.first is not None and failures.first.exists()
-        dumped = np.load(failures.first)
-        assert dumped["bits"].shape == (16, 300)
+        assert part.failures.first is not None and part.failures.first.exists()
+        dumped = np.load(part.failures.first)
+        assert dumped["bits"].shape == (16, 300) and str(dumped["failure"]) == "mismatch"
 
 
 @pytest.mark.parametrize("size", ["quick", "standard", "full"])

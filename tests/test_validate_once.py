@@ -147,7 +147,18 @@ def test_verify(counts: collections.Counter[str]) -> None:
     drafts = _drafts(x, temp)
     counts.clear()
     accept.verify(target, temp, *drafts, *_keys(temp)[1:])
-    _once(counts, "target_logits", "tile", "draft_tokens", "draft_status", "draft_ids", "draft_tickets", *KEYS, "out")
+    _once(
+        counts,
+        "target_logits",
+        "tile",
+        "draft_tokens",
+        "draft_status",
+        "draft_ids",
+        "draft_tickets",
+        *KEYS,
+        "out",
+        "launch",
+    )
 
 
 def test_custom_operators(counts: collections.Counter[str]) -> None:
@@ -163,7 +174,18 @@ def test_custom_operators(counts: collections.Counter[str]) -> None:
     drafts = _drafts(x, temp)
     counts.clear()
     ops.verify(target, temp, *drafts, *_keys(temp)[1:])
-    _once(counts, "target_logits", "tile", "draft_tokens", "draft_status", "draft_ids", "draft_tickets", *KEYS, "out")
+    _once(
+        counts,
+        "target_logits",
+        "tile",
+        "draft_tokens",
+        "draft_status",
+        "draft_ids",
+        "draft_tickets",
+        *KEYS,
+        "out",
+        "launch",
+    )
 
 
 @pytest.fixture

@@ -635,6 +635,29 @@ def rows_of_file(path: Path, rel: str) -> tuple[list[dict[str, str]], list[dict[
     elif m := re.fullmatch(r"e2e_gpu_(triton|flashinfer)\.log|e2e_(trees)\.log", name):
         ok = bool(_count(text, r"^audit-e2e: PASS"))
         row(f"e2e-{m.group(1) or m.group(2)}", ok, "PASS, planted bugs caught" if ok else "FAIL")
+    elif name == "ci.log":  # the output of .ci/run: its steps end with "=== <step>: <seconds> s"
+        ends = {m.group(1): (m.end(), int(m.group(2))) for m in re.finditer(r"^=== (.+): (\d+) s$", text, re.M)}
+        test, checks, matrix = (ends.get(s) for s in ("make test done", "verify, reference, wheel and install checks "
+                                                      "done", "Triton matrix done"))
+        summary = _count(text[: test[0] if test else len(text)],
+                         r"^=*\s*(?:(\d+) failed, )?(\d+) passed(?:, (\d+) skipped)?")
+        if summary:
+            failed, n, skipped = summary[0]
+            row("cpu-test", test is not None, (f"{failed} failed, " if failed else "")
+                + f"{int(n):,} passed, {skipped or 0} skipped" + (f"; {test[1] / 60:.0f} min" if test else ""))
+        if test:
+            verify = _count(text[test[0]: checks[0] if checks else len(text)], r"^verify: (PASS|FAIL) \((.*)\)$")
+            if verify:
+                row("cpu-verify", checks is not None and verify[0][0] == "PASS", f"{verify[0][0]}, {verify[0][1]}")
+        if checks:
+            tail = text[checks[0]: matrix[0] if matrix else len(text)]
+            tritons = _count(tail, r"^triton (\S+) numpy")
+            audits, verdicts = _count(tail, r"^ptx audit: (\w+)"), _count(tail, r"^verify: (PASS|FAIL)")
+            ok = matrix is not None and len(audits) == len(verdicts) == len(tritons) > 0 \
+                and {*audits, *verdicts} == {"PASS"}
+            row("triton-matrix", ok, f"{'PASS' if ok else 'FAIL'} on {', '.join(tritons) or 'no Triton'}")
+        if matrix:
+            row("ci", True, f"{matrix[1] / 60:.0f} min on a fresh clone")
     elif name == "bench.json":
         doc = json.loads(text)
         for r in doc["results"]:

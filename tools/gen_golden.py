@@ -29,11 +29,12 @@ from pp3.reference import (
     K,
     TreeProposal,
     TreeVerdict,
+    bf16_bits_to_float32,
     proposal_uniform,
     propose,
     propose_tree,
 )
-from pp3.testing.call import FORMATS, AcceptCall
+from pp3.testing.call import FORMATS, GIVEN_TEMPERATURE, AcceptCall
 from pp3.testing.drafts import (
     BROKEN_DRAFTS,
     REJECT_Q,
@@ -445,6 +446,7 @@ def build_accept_cases() -> list[AcceptCase]:
     add(accept_case("v1", "V = 1: the only token is accepted with P = 2^40, the bonus is token 0",
                     x, point_drafts(np.zeros((2, 1), np.int64)), temp=[1.0, 0.0]))
     cases.extend(clarified_cases())
+    cases.extend(implementer_cases())
     return cases
 
 
@@ -507,6 +509,67 @@ def clarified_cases() -> list[AcceptCase]:
                     "ignored like every draft after it (§11.3 step 1), so the bonus at index 1 is a draw from P_1 "
                     "and never reads Q_1",
                     target, draft, seed=[31, 32, 33, 34]))
+    return cases
+
+
+def given_temperature_case(name: str, reason: str, dtype: str, bits: Sequence[int], key: int) -> AcceptCase:
+    """Sampled rows at V = 40, depth 2, whose target temperatures are given as ``dtype`` (raw ``bits``): the
+    call's fp32 temperatures are their rounding (SPEC.md §11.2), its drafts the reference selector's at those, and
+    its expected outputs the reference's on the temperatures as given (a construction check: the same as on their
+    fp32 values)."""
+    bits_type, numpy_type, _ = GIVEN_TEMPERATURE[dtype]
+    given = np.array(bits, dtype=bits_type)
+    with np.errstate(all="ignore"):
+        t32 = bf16_bits_to_float32(given) if numpy_type is None else given.view(numpy_type).astype(np.float32)
+    b = given.size
+    seeds = u64s(key, b)
+    target, draft = sampled_draft(key + 1, b, 2, 40, t32.tolist(), seeds, 3, [0] * b)
+    call = AcceptCall.of(target, t32, np.array(seeds, np.uint64), 3, 0, None, "", **draft).replace(
+        given_temperature=(dtype, given))
+    expected = call.run_reference()
+    as_fp32 = dataclasses.replace(call, given_temperature=None).run_reference()
+    if any(not np.array_equal(getattr(expected, f), getattr(as_fp32, f)) for f in ("status", "accepted", "tokens")):
+        raise AssertionError(f"{name}: the temperatures as given and as fp32 verify differently")
+    return AcceptCase(name, reason, call, expected)
+
+
+def implementer_cases() -> list[AcceptCase]:
+    """Cases for what an implementation written from SPEC.md §11's text alone got wrong (each reason names its
+    clause); appended, so that every earlier line of the file stays as it was."""
+    cases: list[AcceptCase] = []
+    f32_below_2_103 = float(np.nextafter(np.float32(2.0**103), np.float32(0)))  # 2^103 - 2^79
+    ms = [1.0, 1.0, 1.0, 2.0**102, 2.0**102, f32_below_2_103, f32_below_2_103, 2.0**103]
+    x = np.array([[[m, -F32_MAX]] * 2 for m in ms], dtype=np.float32)
+    case = accept_case("inf_temperature_difference_rounds_finite",
+                       "T = +inf, logits [m, -FLT_MAX] with 0 < m < 2^103: the real difference -FLT_MAX - m is below "
+                       "-FLT_MAX, but P2 rounds it to -FLT_MAX, finite, so P is uniform (2^39 each) and a point-mass "
+                       "draft of token 1 is accepted about half the time (§11.4 P3); the last row, m = 2^103, is "
+                       "the tie -(FLT_MAX + 2^103), which rounds to -inf: P(1) = 0, always rejected",
+                       x, point_drafts(np.ones((len(ms), 1), np.int64)), temp=INF, seed=list(range(1, len(ms) + 1)))
+    finite = case.expected.accepted[:-1]
+    if not ((finite == 1).any() and (finite == 0).any() and case.expected.accepted[-1] == 0):
+        raise AssertionError("inf_temperature_difference_rounds_finite: the rows do not tell the readings apart")
+    cases.append(case)
+    cases.append(given_temperature_case(
+        "temperature_given_float64",
+        "float64 target temperatures, rounded to fp32 first (§11.2, RNE): -1e-50 and -2^-150 are -0.0 (T0, not "
+        "BAD_TEMPERATURE), 2^-150 is +0.0 (a tie to even: T0) but 2^-150 (1 + 2^-52) is 2^-149 (sampled), 1e39 is "
+        "+inf (sampled, P3) and -1e39 is -inf, 0.1 is 0x3dcccccd, 1 + 2^-24 ties to 1 and 1 + 3 2^-24 to "
+        "1 + 2^-22, NaN",
+        "float64",
+        [int(np.float64(t).view(np.uint64)) for t in (-1e-50, -(2.0**-150), 2.0**-150, 2.0**-150 * (1 + 2.0**-52),
+                                                      1e39, -1e39, 0.1, 1 + 2.0**-24, 1 + 3 * 2.0**-24, NAN)],
+        940))
+    cases.append(given_temperature_case(
+        "temperature_given_float16",
+        "fp16 target temperatures, widened exactly (§11.2): 0.1 as fp16 (0x2e66), -0.0 (T0), the smallest "
+        "subnormal 2^-24 (sampled), +inf, 65504, NaN and -1 (BAD_TEMPERATURE), 0.5",
+        "float16", [0x2E66, 0x8000, 0x0001, 0x7C00, 0x7BFF, 0x7E00, 0xBC00, 0x3800], 950))
+    cases.append(given_temperature_case(
+        "temperature_given_bfloat16",
+        "bf16 target temperatures, widened by << 16 (§11.2): 0x3dcd (0.10009765625), -0.0 (T0), the subnormal "
+        "0x0001 (2^-133, sampled), +inf, the largest finite bf16, a NaN and -1 (BAD_TEMPERATURE), 1",
+        "bfloat16", [0x3DCD, 0x8000, 0x0001, 0x7F80, 0x7F7F, 0xFFC1, 0xBF80, 0x3F80], 960))
     return cases
 
 

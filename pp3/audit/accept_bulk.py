@@ -53,6 +53,7 @@ import numpy.typing as npt
 from pp3.audit import fast_accept
 from pp3.audit._parser import Parser
 from pp3.audit._pipeline import pipeline, read_rows
+from pp3.harness.protocol import PARAMETERS, Implementation
 from pp3.reference import DOMAIN_ACCEPT, P_TICKETS, Q_SHIFT, TICKETS, Verdict, uniform_below
 from pp3.reference._constants import MAX_VOCAB
 from pp3.testing.call import (
@@ -201,6 +202,7 @@ class Batch:
     plan: Plan
     draft: dict[str, npt.NDArray[Any]]  # draft_tokens, draft_status, draft_ids, draft_tickets, as verified
     got: Verdict
+    failure: str | None = None  # a call that failed by name (pp3.harness.guard): no verdict, every row counted
 
 
 def _u64_tensor(a: npt.NDArray[np.uint64], dev: Any) -> torch.Tensor:
@@ -300,26 +302,44 @@ def corrupt(target: torch.Tensor, draft: dict[str, npt.NDArray[Any]], plan: Plan
                 draft[key][i] = val[0]
 
 
-def run_batch(k: int, plan: Plan, v: int, dev: Any) -> tuple[Batch, torch.Tensor]:
-    """Build batch ``k`` (of ``plan``'s rows) and verify it on the device; returns the batch and its target logits."""
+def run_batch(k: int, plan: Plan, v: int, dev: Any, impl: Implementation | None = None,
+              time_limit: float = 300.0) -> tuple[Batch, torch.Tensor]:
+    """Build batch ``k`` (of ``plan``'s rows) and verify it on the device through the seam (``impl``, default pp3's
+    kernels; the torch API's tensors on ``dev``, or NumPy copies), guarded (``pp3.harness.guard``): a call that
+    fails by name gives no verdict (every row counts as mismatching, the failure named). Returns the batch and its
+    target logits."""
     import torch
 
-    from pp3 import kernels
-    from pp3.testing.call import to_numpy
+    from pp3.harness import builtin
+    from pp3.harness.guard import Guard
+    from pp3.testing import adapt
 
     d, fmt = batch_layout(k)
     target, draft_logits = build_logits(plan, d, fmt, v, dev)
     draft = propose_drafts(draft_logits, plan, dev)
     del draft_logits
     corrupt(target, draft, plan, v)
-    on_dev = {key: torch.from_numpy(a.copy()).to(dev) for key, a in draft.items()}
-    res = kernels.verify(
-        target, torch.from_numpy(plan.temperature.copy()).to(dev), on_dev["draft_tokens"], on_dev["draft_status"],
-        on_dev["draft_ids"], on_dev["draft_tickets"], _u64_tensor(plan.seed, dev), _u64_tensor(plan.round, dev),
-        _u64_tensor(plan.position, dev),
-    )
-    got: Verdict = to_numpy(res)
-    return Batch(k, d, fmt, plan, draft, got), target
+    verifier = impl or builtin.kernel("verifier")
+    args: tuple[Any, ...] = (target, torch.from_numpy(plan.temperature.copy()).to(dev),
+                             *(torch.from_numpy(a.copy()).to(dev) for a in draft.values()),
+                             _u64_tensor(plan.seed, dev), _u64_tensor(plan.round, dev), _u64_tensor(plan.position, dev))
+    if verifier.caps.api == "numpy":  # the reference's arguments: bf16 widened from its bits, uint64 keys
+        from pp3.testing.call import host_logits
+
+        args = (host_logits(target), *(a.cpu().numpy() for a in args[1:6]),
+                *(a.copy() for a in (plan.seed, plan.round, plan.position)))
+
+    def read(out: Any) -> Any:
+        return adapt.read(out, "verifier", verifier, plan.rows.size, d)
+
+    inv = adapt.Invocation(verifier.fn, args, {"tile": None} if verifier.caps.tile else {}, read,
+                           PARAMETERS["verifier"])
+    got, failure, detail = Guard(verifier, dev, time_limit).run(inv)
+    if got is None:  # no verdict: an impossible one, so that every row counts
+        n = plan.rows.size
+        got = Verdict(np.full(n, -128, np.int8), np.full(n, -2, np.int32), np.full((n, d + 1), -2, np.int32))
+    assert isinstance(got, Verdict)
+    return Batch(k, d, fmt, plan, draft, got, None if failure is None else f"{failure}: {detail}"), target
 
 
 # ------------------------------------------------------------------------------------------------------ reference
@@ -443,6 +463,7 @@ def dump_failure(out: Path, seed: int, v: int, batch: int, b: Batch, bits: npt.N
     bad = np.flatnonzero(row_mismatch(b.got, ref))
     report = {
         "replay": f"python -m pp3.audit.accept_bulk --replay {path}",
+        "failure": b.failure,
         "seed": seed, "vocab": v, "batch": batch, "batch_index": b.k, "depth": b.depth, "format": b.fmt,
         "mismatching_rows": [int(p.rows[i]) for i in bad],
         "rows": [
@@ -499,6 +520,7 @@ class Run:
     max_seconds: float | None
     out: Path
     pageable: bool = False
+    impl: Implementation | None = None  # the verifier under test (None: pp3's kernels)
 
 
 @dataclasses.dataclass
@@ -652,7 +674,7 @@ def bulk(run: Run, dev: Any) -> Outcome:
                 break
             if it + PLANS_AHEAD < n_batches:
                 plans.append(plan_of(it + PLANS_AHEAD))
-            b, target = run_batch(first_k + it, plans.pop(0).result(), run.vocab, dev)
+            b, target = run_batch(first_k + it, plans.pop(0).result(), run.vocab, dev, run.impl)
             shm = pipe.buffer()  # settles the batch that last used it
             raw = target.view(torch.int32 if b.fmt == "fp32" else torch.int16)
             host = np.ndarray(tuple(target.shape), dtype=np.int32 if b.fmt == "fp32" else np.int16, buffer=shm.buf)
@@ -702,6 +724,9 @@ def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Nam
                     help="compile each kernel variant at its first launch (no parallel warm-up on the GPU first)")
     ap.add_argument("--pageable", action="store_true",
                     help="leave the host buffers pageable (no cudaHostRegister; slower copies, the same rows)")
+    ap.add_argument("--impl", metavar="NAME", default=None,
+                    help="the verifier to check instead of pp3's kernels: PKG.MOD:CALLABLE or an entry point of the "
+                    "group pp3.implementations (pp3.harness; its replays run on pp3's kernels)")
     return ap, ap.parse_args(argv)
 
 
@@ -725,6 +750,16 @@ def main(argv: list[str] | None = None) -> int:
         why = _check_out(args.out)
         if why is not None:
             ap.error(why)
+    elif args.impl is not None:
+        ap.error("--impl: does not apply to --replay, which re-runs the batch's rows on pp3's kernels")
+    impl = None
+    if args.impl is not None:
+        from pp3.harness.protocol import ImplementationError, load
+
+        try:
+            impl = load(args.impl, "verifier")[0]
+        except ImplementationError as e:
+            ap.error(f"--impl: {e}")
 
     import warnings
 
@@ -747,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stamp = environment()
     run = Run(args.seed, args.start, args.rows, args.vocab, args.batch, args.workers, args.max_seconds, args.out,
-              args.pageable)
+              args.pageable, impl)
     progress(f"accept_bulk: device={stamp['gpu'] or 'cpu (interpreter)'}, seed {run.seed}, rows [{run.start}, "
              f"{run.start + run.rows}), V = {run.vocab}, batch {run.batch}, {run.workers} workers, "
              f"commit={stamp['commit']}{' (dirty)' if stamp['dirty'] else ''}")

@@ -259,6 +259,20 @@ def suites(size: str, seed: int = 20261130) -> Iterator[tuple[str, Call]]:
         yield "shards", c.replace(cuts=tuple(np.cumsum(sizes[:-1]).tolist()), name=f"{c.name}[shards={sizes}]")
 
 
+def invariance(size: str, seed: int = 20261130) -> Iterator[tuple[str, Call]]:
+    """The invariance calls of a size (SPEC.md §9: a row's outputs depend on that row's inputs only), one random
+    batch of 4 hostile rows per format at V = 33 (two tiles of 32 in the interpreter, ragged) and at every size:
+    "order", the batch in reverse order, and "alone", its row 1 as a batch of one; each checked against the
+    reference like any call, so a row whose outputs move with the batch fails."""
+    if size not in ("quick", "standard", "full"):
+        raise ValueError(f"size: expected 'quick', 'standard' or 'full', got {size!r}")
+    rng = np.random.default_rng(seed + 2)
+    for dtype in DTYPES:
+        c = random_case(33, 4, dtype, rng, 32)
+        yield "order", c.take([3, 2, 1, 0]).replace(name=f"{c.name}[rows 3,2,1,0]")
+        yield "alone", c.take([1]).replace(name=f"{c.name}[row 1]")
+
+
 _M32 = 0xFFFFFFFF
 
 
@@ -409,6 +423,20 @@ ACCEPT_SIZES: dict[str, AcceptSizes] = {
     "full": (((40, (None, 8, 16)), (4097, (None, 256)), (32000, (None,))),
              ((163840, 24, 64), (262144, 24, 16), (151936, 8, 16))),
 }
+
+
+def accept_invariance(size: str, seed: int = ACCEPT_SEED) -> Iterator[tuple[str, AcceptCall]]:
+    """The verifier's invariance calls (SPEC.md §11.11), as ``invariance``'s: a batch of 4 rows at depth 3, V = 37,
+    mixed temperature classes and uint64-edge keys, in reverse order ("accept-order") and its row 1 alone
+    ("accept-alone")."""
+    if size not in ACCEPT_SIZES:
+        raise ValueError(f"size: expected one of {sorted(ACCEPT_SIZES)}, got {size!r}")
+    case = random_accept_case(np.random.default_rng(seed + 3), 4, 3, 37, 1.0)
+    case["target_temperature"] = np.array([1.0, 0.0, 0.7, np.inf], dtype=np.float32)
+    case["seed"][0] = np.uint64(U64_EDGES[-1])
+    c = _accept(case, "accept-invariance[V=37,D=3]")
+    yield "accept-order", c.take([3, 2, 1, 0]).replace(name=f"{c.name}[rows 3,2,1,0]")
+    yield "accept-alone", c.take([1]).replace(name=f"{c.name}[row 1]")
 
 
 def accept_suites(size: str, device: Any, seed: int = ACCEPT_SEED) -> Iterator[tuple[str, AcceptCall]]:

@@ -9,7 +9,6 @@ into a test as it is. NumPy only at import (torch and the kernels are imported w
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -253,42 +252,19 @@ class Call:
         return out
 
     def run_kernel(self, device: Any = None) -> Proposal:
-        """The Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
-        interpreter), through the public launchers: ``propose``, or over ``cuts`` one ``tile_candidates`` per shard
-        (column views, not copies; global IDs) and one ``finalize`` over their tiles in ID order; ``kernel`` "tiles",
-        "onelaunch" and "rows" through ``propose`` with that selector, "greedy" through ``greedy`` (``greedy_sharded``
-        over ``cuts``),
-        "rescan" the same with ``LaunchConfig(greedy="rescan")``. The result as NumPy arrays."""
-        import torch
+        """pp3's Triton selector on this call on ``device`` (default: the CUDA GPU, else the CPU under the
+        interpreter), through the seam every implementation goes through (``pp3.harness``): ``kernel`` names the
+        variant of ``pp3.harness.builtin.kernels`` ("propose": the segment selector, and over ``cuts`` one
+        ``tile_candidates`` per shard and one ``finalize``; "gather"; "tiles"; "greedy" and "rescan", over ``cuts``
+        ``greedy_sharded``) or of ``builtin.next_selectors`` ("onelaunch", "rows"). A sharded call of a variant
+        without a sharded form runs propose's. The result as NumPy arrays."""
+        from pp3.harness import builtin
+        from pp3.testing import adapt
 
-        from pp3 import kernels
-
-        dev = default_device() if device is None else device
-        x = self.torch_logits(dev)
-        edges = [0, *self.cuts, self.v]
-        if self.kernel in ("greedy", "rescan"):
-            shards = [x[:, a:c] for a, c in itertools.pairwise(edges)]
-            how = kernels.LaunchConfig(greedy="rescan" if self.kernel == "rescan" else "keys")
-            out: Proposal = to_numpy(kernels.greedy_sharded(shards, tile=self.tile, launch=how))
-            return out
-        args = (*self.kernel_row_args(dev), self.tau)
-        if not self.cuts:
-            if self.kernel == "tiles":
-                launch = kernels.LaunchConfig(selector="tiles")
-            elif self.kernel in ("onelaunch", "rows"):  # the call's tile: the segment (the step)
-                launch = kernels.LaunchConfig(selector=self.kernel, segment=self.tile)
-            else:
-                launch = kernels.LaunchConfig(selector="segments", segment=self.tile,  # the call's tile: the segment
-                                              segment_gather=self.kernel == "gather")
-            tile = self.tile if self.kernel == "tiles" else None  # the other selectors' sizes are the launch's
-            out = to_numpy(kernels.propose(x, *args, tile=tile, launch=launch))
-            return out
-        parts = [kernels.tile_candidates(x[:, a:c], id_offset=a, tile=self.tile)
-                 for a, c in itertools.pairwise(edges)]
-        # The shards' tiles side by side, as an exchange of them gives them (finalize checks what it is given).
-        cands = dataclasses.replace(parts[0], keys=torch.cat([p.keys for p in parts], 1).contiguous(),
-                                    flags=torch.cat([p.flags for p in parts], 1).contiguous(), spans={})
-        out = to_numpy(kernels.finalize(cands, *args, vocab_size=self.v))
+        impl = builtin.kernel(self.kernel)
+        if self.cuts and impl.sharded is None:
+            impl = builtin.kernel("propose")
+        out: Proposal = adapt.selector(impl, self, default_device() if device is None else device)()
         return out
 
     def __repr__(self) -> str:
@@ -382,6 +358,27 @@ def to_numpy(res: Any) -> Any:
 
 # ----------------------------------------------------------------------------------------------------- verifier
 
+# The types a target temperature may be given in besides fp32 (SPEC.md §11.2): name -> (bits type, NumPy type that
+# holds it or None, torch dtype name).
+GIVEN_TEMPERATURE: dict[str, tuple[type[np.unsignedinteger[Any]], Any, str]] = {
+    "float64": (np.uint64, np.float64, "float64"),
+    "float16": (np.uint16, np.float16, "float16"),
+    "bfloat16": (np.uint16, None, "bfloat16"),
+}
+
+
+def given_rounds_to(dtype: str, bits: npt.NDArray[Any], fp32: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
+    """Per row, whether the temperature given as ``dtype`` (GIVEN_TEMPERATURE) with raw ``bits`` rounds to the fp32
+    value ``fp32`` (RNE, SPEC.md §11.2; any NaN for a NaN)."""
+    with np.errstate(all="ignore"):
+        if dtype == "bfloat16":
+            rounded = bf16_bits_to_float32(bits)
+        else:
+            rounded = bits.view(GIVEN_TEMPERATURE[dtype][1]).astype(np.float32)
+    same: npt.NDArray[np.bool_] = (rounded.view(np.uint32) == fp32.view(np.uint32)) | (np.isnan(rounded) &
+                                                                                       np.isnan(fp32))
+    return same
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AcceptCall:
@@ -400,6 +397,9 @@ class AcceptCall:
     position: npt.NDArray[np.uint64]  # [B], of draft 0
     tile: int | None = None  # the verifier's tile (None: its default)
     name: str = ""  # what the call is, in reports
+    # The temperatures as the caller gave them, in another floating type than fp32 (SPEC.md §11.2 rounds them to
+    # fp32 first): (GIVEN_TEMPERATURE's dtype name, their raw bits [B]); ``temperature`` holds the fp32 values.
+    given_temperature: tuple[str, npt.NDArray[Any]] | None = None
 
     @classmethod
     def of(cls, target_logits: Any, target_temperature: Any, seed: Any, round: Any, position: Any,
@@ -447,7 +447,10 @@ class AcceptCall:
         idx = [int(r) for r in rows]
         per_row = ("bits", "temperature", "draft_tokens", "draft_status", "draft_ids", "draft_tickets", "seed",
                    "round", "position")
-        return dataclasses.replace(self, **{f: getattr(self, f)[idx].copy() for f in per_row})
+        given = None if self.given_temperature is None else (
+            self.given_temperature[0], self.given_temperature[1][idx].copy())
+        return dataclasses.replace(self, **{f: getattr(self, f)[idx].copy() for f in per_row},
+                                   given_temperature=given)
 
     def replace(self, **changes: Any) -> AcceptCall:
         return dataclasses.replace(self, **changes)
@@ -455,34 +458,44 @@ class AcceptCall:
     def draft(self) -> dict[str, npt.NDArray[Any]]:
         return {f: getattr(self, f) for f in ("draft_tokens", "draft_status", "draft_ids", "draft_tickets")}
 
+    def reference_logits(self) -> npt.NDArray[Any]:
+        """What the reference takes: fp32 or fp16 arrays; bf16 widened from its bits."""
+        return self.fmt.widen(self.bits) if self.fmt.name != "fp16" else self.bits.view(np.float16)
+
+    def reference_temperature(self) -> npt.NDArray[Any]:
+        """The temperatures as NumPy holds them: as given (float64, fp16), else fp32 (NumPy has no bf16; its fp32
+        value is the bf16 value exactly)."""
+        if self.given_temperature is None or self.given_temperature[0] == "bfloat16":
+            return self.temperature
+        dtype, bits = self.given_temperature
+        return bits.view(GIVEN_TEMPERATURE[dtype][1])
+
+    def torch_temperature(self, device: Any) -> Any:
+        """The temperatures as a torch tensor of the type they were given in (fp32 without ``given_temperature``)."""
+        import torch
+
+        if self.given_temperature is None:
+            return torch.from_numpy(self.temperature.copy()).to(device)
+        dtype, bits = self.given_temperature
+        signed = {8: np.int64, 2: np.int16}[bits.dtype.itemsize]
+        return torch.from_numpy(bits.view(signed).copy()).view(getattr(torch, GIVEN_TEMPERATURE[dtype][2])).to(device)
+
     def run_reference(self) -> Verdict:
         """``pp3.reference.verify`` on this call (bf16 widened from its bits; looked up at each call, so that a planted
         bug is seen)."""
-        x = self.fmt.widen(self.bits) if self.fmt.name != "fp16" else self.bits.view(np.float16)
-        out: Verdict = accept.verify(target_logits=x, target_temperature=self.temperature, **self.draft(),
+        out: Verdict = accept.verify(target_logits=self.reference_logits(),
+                                     target_temperature=self.reference_temperature(), **self.draft(),
                                      seed=self.seed, round=self.round, position=self.position)
         return out
 
     def run_kernel(self, device: Any = None, launch: Any = None) -> Verdict:
-        """The Triton verifier on this call (every argument a tensor on ``device``; ``launch``: a
-        ``kernels.LaunchConfig`` picking its variants, None the default); the result as NumPy arrays."""
-        import torch
+        """pp3's Triton verifier on this call (every argument a tensor on ``device``), through the seam
+        (``pp3.harness``); ``launch``: a ``kernels.LaunchConfig`` picking its variants (``screen``, ``handover``),
+        None the launcher's default. The result as NumPy arrays."""
+        from pp3.harness import builtin
+        from pp3.testing import adapt
 
-        from pp3 import kernels
-
-        dev = default_device() if device is None else device
-        how = kernels.LaunchConfig() if launch is None else launch
-
-        def t(a: npt.NDArray[Any]) -> Any:
-            arr = a.view(np.int64) if a.dtype == np.uint64 else a
-            return torch.from_numpy(np.ascontiguousarray(arr).copy()).to(dev)
-
-        res = kernels.verify(
-            bits_tensor(self.fmt, self.bits, dev), t(self.temperature), t(self.draft_tokens), t(self.draft_status),
-            t(self.draft_ids), t(self.draft_tickets), t(self.seed), t(self.round), t(self.position), tile=self.tile,
-            launch=how,
-        )
-        out: Verdict = to_numpy(res)
+        out: Verdict = adapt.verifier(builtin.verifier(launch), self, default_device() if device is None else device)()
         return out
 
 
@@ -584,7 +597,20 @@ def read_accept_call(z: Members) -> AcceptCall:
              "draft_tickets": member(z, "draft_tickets", np.int32, (b, d, K))}
     return AcceptCall(fmt, bits, temperature, **draft, seed=seed, round=rnd, position=pos,
                       tile=_tile(z, 2) if "tile" in z else None,
-                      name=str(member(z, "name", str, ())) if "name" in z else "")
+                      name=str(member(z, "name", str, ())) if "name" in z else "",
+                      given_temperature=_given_temperature(z, temperature) if "given_dtype" in z else None)
+
+
+def _given_temperature(z: Members, fp32: npt.NDArray[np.float32]) -> tuple[str, npt.NDArray[Any]]:
+    """A record's temperatures as the caller gave them (``given_dtype``, ``given_bits``), which must round to its
+    fp32 ``temperature``."""
+    dtype = str(member(z, "given_dtype", str, ()))
+    if dtype not in GIVEN_TEMPERATURE:
+        raise DamagedRecord(f"given_dtype: {dtype!r} is none of {', '.join(GIVEN_TEMPERATURE)}")
+    bits = member(z, "given_bits", GIVEN_TEMPERATURE[dtype][0], fp32.shape)
+    if not given_rounds_to(dtype, bits, fp32).all():
+        raise DamagedRecord("given_bits: do not round to temperature (SPEC.md §11.2)")
+    return dtype, bits
 
 
 def recorded_reference(call: Call | AcceptCall) -> Any:

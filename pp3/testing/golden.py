@@ -29,7 +29,7 @@ from pp3.reference import (
     TreeVerdict,
     Verdict,
 )
-from pp3.testing.call import FORMATS, AcceptCall, Call
+from pp3.testing.call import FORMATS, GIVEN_TEMPERATURE, AcceptCall, Call, given_rounds_to
 
 DTYPES = {"float32": (np.uint32, 8), "float16": (np.uint16, 4), "bfloat16": (np.uint16, 4)}  # bits type, hex digits
 FMT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}  # the file's dtype names -> pp3.testing.call formats
@@ -287,6 +287,9 @@ def accept_case_to_json(case: AcceptCase) -> str:
         "V": v,
         "target_logits_hex": [[row.tobytes().hex() for row in rows] for rows in be],
         "target_temperature_bits": [_hex32(t) for t in c.temperature],
+        **({} if c.given_temperature is None else {"target_temperature_given": {
+            "dtype": c.given_temperature[0],
+            "bits": [f"{int(x):0{2 * x.itemsize}x}" for x in c.given_temperature[1]]}}),
         "draft_tokens": c.draft_tokens.tolist(),
         "draft_status": c.draft_status.tolist(),
         "draft_ids": c.draft_ids.tolist(),
@@ -312,10 +315,11 @@ def accept_case_from_json(line: str) -> AcceptCase:
         raise ValueError(f"case {o['name']!r}: target_logits_hex does not hold {b} x {d + 1} rows of {v} values")
     be = np.dtype(bits_type).newbyteorder(">")
     bits = np.array([[np.frombuffer(bytes.fromhex(h), dtype=be) for h in r] for r in hexes]).astype(bits_type)
+    temperature = np.array([_from_hex32(h) for h in o["target_temperature_bits"]], dtype=np.float32)
     call = AcceptCall(
         FORMATS[FMT[dtype]],
         bits.reshape(b, d + 1, v),
-        np.array([_from_hex32(h) for h in o["target_temperature_bits"]], dtype=np.float32),
+        temperature,
         np.array(o["draft_tokens"], dtype=np.int32).reshape(b, d),
         np.array(o["draft_status"], dtype=np.int8).reshape(b, d),
         np.array(o["draft_ids"], dtype=np.int32).reshape(b, d, K),
@@ -323,6 +327,7 @@ def accept_case_from_json(line: str) -> AcceptCase:
         _u64(o["seed"]),
         _u64(o["round"]),
         _u64(o["position"]),
+        given_temperature=_given_temperature(o, temperature),
     )
     e = o["expected"]
     expected = Verdict(
@@ -334,6 +339,30 @@ def accept_case_from_json(line: str) -> AcceptCase:
         if getattr(call, name).shape != (b,):
             raise ValueError(f"case {o['name']!r}: {name} does not hold {b} values")
     return AcceptCase(o["name"], o["reason"], call, expected)
+
+
+def _given_temperature(o: dict[str, Any], fp32: npt.NDArray[np.float32]) -> tuple[str, npt.NDArray[Any]] | None:
+    """A case's ``target_temperature_given`` (absent from the lines written before it existed: None), checked
+    against its ``target_temperature_bits``: each value rounded to fp32 (RNE, §11.2) must give those bits (any NaN
+    for a NaN)."""
+    given = o.get("target_temperature_given")
+    if given is None:
+        return None
+    dtype = given["dtype"]
+    if dtype not in GIVEN_TEMPERATURE:
+        raise ValueError(f"case {o['name']!r}: target_temperature_given dtype {dtype!r} is none of "
+                         f"{sorted(GIVEN_TEMPERATURE)}")
+    bits_type = GIVEN_TEMPERATURE[dtype][0]
+    width = 2 * np.dtype(bits_type).itemsize
+    if len(given["bits"]) != fp32.size or any(len(h) != width for h in given["bits"]):
+        raise ValueError(f"case {o['name']!r}: target_temperature_given does not hold {fp32.size} values of {width} "
+                         "hex digits")
+    bits = np.array([int(h, 16) for h in given["bits"]], dtype=bits_type)
+    same = given_rounds_to(dtype, bits, fp32)
+    if not same.all():
+        raise ValueError(f"case {o['name']!r}: target_temperature_given does not round to target_temperature_bits "
+                         f"(rows {np.flatnonzero(~same).tolist()})")
+    return dtype, bits
 
 
 def load_accept_golden(path: Path | str = ACCEPT_GOLDEN_FILE) -> list[AcceptCase]:

@@ -40,6 +40,8 @@ _PROPOSAL_UNIFORM = philox.proposal_uniform
 _UNIFORM_BELOW = philox.uniform_below
 _PROPOSE = select.propose
 _VERIFY = accept.verify
+_WEIGHTS = accept.weights
+_FLT_MAX = np.float64(np.finfo(np.float32).max)
 _VERIFY_NODE = tree.verify_node
 
 
@@ -189,6 +191,21 @@ def verify_with_greedy_q(**kw: Any) -> Any:
     return _VERIFY(**(kw | {"draft_ids": ids, "draft_tickets": tix}))
 
 
+def difference_overflow_as_real(x: npt.NDArray[np.float32], m: npt.NDArray[np.float32],
+                                temperature: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """For ``accept.weights``: a logit whose difference from m is below -FLT_MAX as a real number gets no weight, as
+    the parenthetical of §11.4 P3 once read; P2 rounds such a difference to -FLT_MAX, finite, unless it is at most
+    -(FLT_MAX + 2^103). The real difference is s + err exactly (Knuth's TwoSum in fp64: no fp32 difference overflows
+    it)."""
+    a = np.asarray(x, dtype=np.float64)
+    b = -np.asarray(m, dtype=np.float64)[:, None]
+    with np.errstate(invalid="ignore"):  # -inf logits: inf - inf in err, where below holds anyway
+        s = a + b
+        err = (a - (s - (s - a))) + (b - (s - a))
+    below = (s < -_FLT_MAX) | ((s == -_FLT_MAX) & (err < 0))
+    return np.where(below, np.float32(0.0), _WEIGHTS(x, m, temperature))
+
+
 def residual_unnormalized(seed: U64, round_: U64, position: U64, domain: int, s: U64) -> U64:
     """For ``philox.uniform_below``: the residual is drawn with a uniform over 2^40, not over its sum, an overflow
     clamped to the last residual token (§11.7)."""
@@ -297,6 +314,9 @@ CATALOGUE: dict[str, Mutant] = {
                "pp3.reference.accept:DOMAIN_ACCEPT", DOMAIN_PROPOSAL),
         Mutant("q-from-greedy", "§11.2", "the verifier uses the greedy path's q (point mass) for sampled drafts",
                "pp3.reference.accept:verify", verify_with_greedy_q),
+        Mutant("difference-overflow-as-real", "§11.4 P3",
+               "a logit whose real difference from m is below -FLT_MAX gets no tickets (P2 rounds it to -FLT_MAX)",
+               "pp3.reference.accept:weights", difference_overflow_as_real),
         Mutant("residual-unnormalized", "§11.7", "the residual uniform is over 2^40, not over the residual's sum",
                f"{_P}:uniform_below", residual_unnormalized),
         Mutant("tree-residual-unnormalized", "§12.6 N5", "the correction's uniform is over 2^40, not over Σ",

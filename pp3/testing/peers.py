@@ -1,5 +1,7 @@
 """A verifier no one here wrote, with the reference's calling convention: FlashInfer's
-``chain_speculative_sampling``, for the end-to-end audit (``pp3 audit-e2e --verifier flashinfer``).
+``chain_speculative_sampling``, for the end-to-end audit (``pp3 audit-e2e --verifier flashinfer``), and as an
+implementation for the seam (``flashinfer``, ``torch_chain_cpu``: ``pp3 verify --impl verifier=...``, judged in law
+only, ``pp3.audit.law``).
 
 It is fed exactly what pp3 knows: the drafter's q as dense fp32 probabilities (``pp3.adapters.dense_probs``: the
 tickets times 2^-24, exact) and the target law of SPEC.md §11.4 (``P / 2^40``, the point mass on the argmax for T0
@@ -21,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from pp3.harness.protocol import Capabilities, Implementation
 from pp3.reference import Verdict, accept, order
 from pp3.reference._constants import P_TICKETS
 
@@ -109,3 +112,33 @@ def flashinfer_verifier(*, q: QSource = "exact", device: str = "cuda", seed: int
     from flashinfer.sampling import chain_speculative_sampling  # type: ignore[import-not-found]
 
     return chain_verifier(chain_speculative_sampling, q=q, device=device, seed=seed)
+
+
+def chain_implementation(chain: Chain, name: str, *, q: QSource = "exact", device: str = "cuda",
+                         seed: int = 0) -> Implementation:
+    """``chain_verifier`` as an implementation the seam can be given (``pp3.harness``): the verifier's protocol on
+    NumPy arrays, declared not bit-exact (it draws its own random numbers), so it is judged in law only (the
+    end-to-end audit, ``pp3.audit.law``)."""
+    verify = chain_verifier(chain, q=q, device=device, seed=seed)
+
+    def call(target_logits: Any, target_temperature: Any, draft_tokens: Any, draft_status: Any, draft_ids: Any,
+             draft_tickets: Any, seed: Any, round: Any, position: Any) -> Verdict:
+        return verify(target_logits=target_logits, target_temperature=target_temperature, draft_tokens=draft_tokens,
+                      draft_status=draft_status, draft_ids=draft_ids, draft_tickets=draft_tickets, seed=seed,
+                      round=round, position=position)
+
+    return Implementation("verifier", name, call, Capabilities(api="numpy", formats=("fp32", "fp16"), exact=False))
+
+
+def flashinfer() -> Implementation:
+    """FlashInfer's ``chain_speculative_sampling`` fed pp3's exact q, for the seam: ``pp3 verify --impl
+    verifier=pp3.testing.peers:flashinfer`` (a CUDA GPU and FlashInfer; ``make law-flashinfer-gpu``)."""
+    from flashinfer.sampling import chain_speculative_sampling
+
+    return chain_implementation(chain_speculative_sampling, "flashinfer chain_speculative_sampling")
+
+
+def torch_chain_cpu() -> Implementation:
+    """``torch_chain`` (FlashInfer's layout and rule in plain torch, on the CPU) for the seam: what ``flashinfer``
+    does on a GPU, where there is none (``pp3 verify --impl verifier=pp3.testing.peers:torch_chain_cpu``)."""
+    return chain_implementation(torch_chain, "torch_chain (FlashInfer's rule on the CPU)", device="cpu")
