@@ -182,7 +182,7 @@ clean:
 # variables, seconds) and logs to $(OUT); compiled kernels (Triton), FlashInfer's installed wheels and its JIT build
 # live in the ignored .gpucache/, which a warm device machine keeps between calls. The device copy's .git can be
 # stale: pass PP3_COMMIT=<hash> (the stamp's commit); every stamp also carries the digest of pp3's files as run.
-.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu verifier-next-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu law-flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
+.PHONY: flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu verifier-evidence-gpu verifier-next-gpu selector-next-gpu bench-gpu bench-vocab bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu law-flashinfer-gpu bench-pair ncu-gpu gpu-pack gpu-steps
 
 GPU_PY ?= python3
 OUT ?= results
@@ -251,7 +251,7 @@ GPU_STEPS ?= gpu-env verify-gpu props-gpu expf-gpu screen-gpu stats-gpu flashinf
   bench-drafter audit-e2e-gpu
 
 GPU_TARGETS = flashinfer074-gpu gpu-env verify-gpu bulk-gpu bulk-verify-gpu props-gpu expf-gpu screen-gpu stats-gpu sanitize-gpu \
-  verifier-evidence-gpu verifier-next-gpu bench-gpu bench-vocab \
+  verifier-evidence-gpu verifier-next-gpu selector-next-gpu bench-gpu bench-vocab \
   bench-drafter bench-adapters audit-e2e-gpu flashinfer-gpu law-flashinfer-gpu bench-pair ncu-gpu gpu-steps
 # TRITON_KIT=<a kit from make triton-kit>: that Triton, unpacked once into .gpucache/kits/, first on the path of every
 # GPU step, with the machine's CUDA tools in place of the ones the kit leaves out; the stamps name the Triton that ran.
@@ -491,6 +491,50 @@ verifier-next-gpu:
 	tail -12 $(OUT)/verify_next.log; grep -E "audit-screen|^inputs|exit|PASS|FAIL" $(OUT)/screen_conformance.log; \
 	! grep -h -E "^(bench|parity .*|screen audit|conformance .*|ptx audit .*): exit [^0]" $(OUT)/bench_verify.log \
 	  $(OUT)/verify_next.log $(OUT)/screen_conformance.log $(GPUCACHE)/ptx_audit.err
+
+# The one-launch and row selectors (not yet shipped: LaunchConfig(selector="onelaunch"), "rows"; #53) in one device
+# command of at most SELECTOR_NEXT_CHECK_TIMEOUT + SELECTOR_NEXT_BENCH_TIMEOUT seconds: side by side, their parity
+# suites at full size (pp3 verify --selectors onelaunch rows), the launched PTX audit of every kernel, their tests on
+# the GPU (tests/test_kernels_onelaunch.py: CUDA-graph replays among them) and a warm-up of the benchmark (each
+# compiles into the one Triton cache); then, alone on the GPU, the benchmark in one process: fp32 and bf16, depth 5,
+# B = SELECTOR_NEXT_B, V = 163840, the rows SELECTOR_NEXT_IMPL (the shipped propose, the one-launch selector by
+# network and by rank, the row selector, the trivial 2-launch row max, the greedy kernel, torch.argmax;
+# SELECTOR_NEXT_ARGS adds settings: by default the one-launch selector with one poll and the row selector in steps of
+# 4096). Into $(OUT): steps.log, verify.log, ptx_audit.json, bench.json, bench.md, bench.png (and a failing parity
+# case's two files, under failures/): at most 8 files. Exits 1 if any step failed.
+SELECTOR_NEXT_B ?= 1 2 4 8 16 32 64 128 256
+SELECTOR_NEXT_IMPL ?= "pp3 sampled" "pp3 onelaunch" "pp3 onelaunch rank" "pp3 rows" "trivial 2-launch row max" \
+  "pp3 greedy kernel" "torch argmax"
+SELECTOR_NEXT_ARGS ?= --onelaunch 0,0,1 --rows 8,4096
+SELECTOR_NEXT_REPLAYS ?= 100
+SELECTOR_NEXT_CHECK_TIMEOUT ?= 330
+SELECTOR_NEXT_BENCH_TIMEOUT ?= 190
+selector_next_bench = $(GPU_PY) -m bench --vocab 163840 --batch $(SELECTOR_NEXT_B) --depth 5 \
+  --dtype float32 bfloat16 --impl $(SELECTOR_NEXT_IMPL) $(SELECTOR_NEXT_ARGS)
+selector-next-gpu: export PP3_BENCH_NO_FLASHINFER := 1
+selector-next-gpu:
+	$(gpu_step)
+	rc=$$(mktemp -d); { \
+	  { r=0; timeout $(SELECTOR_NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pp3 verify --full --parts selector \
+	      --selectors onelaunch rows --bulk-rows 0 --out $(OUT)/failures > $(OUT)/verify.log 2>&1 || r=$$?; \
+	      echo $$r > $$rc/verify; } & \
+	  { r=0; timeout $(SELECTOR_NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pp3.audit.ptx --launched --digests \
+	      > $(OUT)/ptx_audit.json 2> $$rc/ptx.err || r=$$?; echo $$r > $$rc/ptx; } & \
+	  { r=0; timeout $(SELECTOR_NEXT_CHECK_TIMEOUT) $(selector_next_bench) --compile-only > $$rc/warm.log 2>&1 \
+	      || r=$$?; echo $$r > $$rc/warm; } & \
+	  { r=0; timeout $(SELECTOR_NEXT_CHECK_TIMEOUT) $(GPU_PY) -m pytest -q -p no:cacheprovider \
+	      tests/test_kernels_onelaunch.py > $$rc/tests.log 2>&1 || r=$$?; echo $$r > $$rc/tests; } & \
+	  wait; \
+	  echo "=== verify exit $$(cat $$rc/verify) ($$(date +%T))"; tail -25 $(OUT)/verify.log; \
+	  echo "=== ptx audit exit $$(cat $$rc/ptx)"; tail -5 $$rc/ptx.err; tail -4 $(OUT)/ptx_audit.json; \
+	  echo "=== bench warm-up exit $$(cat $$rc/warm)"; tail -3 $$rc/warm.log; \
+	  echo "=== tests/test_kernels_onelaunch.py exit $$(cat $$rc/tests)"; tail -15 $$rc/tests.log; \
+	  echo "=== bench ($$(date +%T))"; \
+	  r=0; timeout $(SELECTOR_NEXT_BENCH_TIMEOUT) $(selector_next_bench) --replays $(SELECTOR_NEXT_REPLAYS) \
+	    --out $(OUT) || r=$$?; \
+	  echo $$r > $$rc/bench; echo "=== bench exit $$r ($$(date +%T))"; \
+	} 2>&1 | tee $(OUT)/steps.log | { grep -v '^{"impl"' || true; }; \
+	bad=0; for s in verify ptx warm tests bench; do [ "$$(cat $$rc/$$s)" = 0 ] || bad=1; done; rm -rf $$rc; exit $$bad
 
 # The adapters' time and memory in CUDA graphs at V = 163840 (python -m bench.adapters), into $(OUT)/bench_adapters.json.
 bench-adapters:

@@ -7,6 +7,8 @@ kernels verified. Results: results/bench.json, BENCHMARKS.md tables (with device
 
     python -m bench [--quick] [--vocab 163840 ...] [--batch 1 2 4 ...] [--depth 5 10] [--replays 300]
     python -m bench --warm-flashinfer     (make flashinfer-gpu: FlashInfer's first call, which builds its JIT)
+    python -m bench --compile-only ...    (each implementation's step once per vocabulary, format and batch: Triton's
+                                           cache filled, nothing checked or timed)
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,36 @@ def make_inputs(n_sets: int, depth: int, b: int, v: int, dtype: Any, seed: int) 
     ]
 
 
+def next_name(cfg: Any) -> str:
+    """The row name of a one-launch or row selector setting (``--onelaunch``, ``--rows``)."""
+    w = cfg.onelaunch_warps or 0
+    polls = f" polls={cfg.polls or 0}" if cfg.selector == "onelaunch" else ""
+    regs = f" regs={cfg.max_registers}" if cfg.max_registers else ""
+    return f"pp3 {cfg.selector} warps={w} L={cfg.segment or 0}{polls} rank={int(cfg.top_rank)}{regs}"
+
+
+def next_settings(selector: str, fields: list[str]) -> Any:
+    """A ``LaunchConfig`` of the one-launch (``WARPS,L,POLLS[,RANK[,REGS]]``) or row (``WARPS,L[,RANK[,REGS]]``)
+    selector from its command-line fields; 0 is the automatic choice."""
+    from pp3.kernels import LaunchConfig
+
+    n = [int(f) for f in fields]
+    polls, rest = (n[2], n[3:]) if selector == "onelaunch" else (0, n[2:])
+    return LaunchConfig(selector=selector, onelaunch_warps=n[0] or None, segment=n[1] or None, polls=polls or None,
+                        top_rank=bool(rest[0]) if rest else False, max_registers=rest[1] if len(rest) > 1 else None)
+
+
+def _next_defaults() -> tuple[Any, ...]:
+    from pp3.kernels import LaunchConfig
+
+    return (LaunchConfig(selector="onelaunch"), LaunchConfig(selector="onelaunch", top_rank=True),
+            LaunchConfig(selector="rows"))
+
+
 def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) -> int:
-    """pp3 kernels vs the NumPy reference on the benchmark's own inputs (both selectors, every timed segment setting,
-    every greedy selector setting against the T0 rows; the first two positions); returns mismatching rows."""
+    """pp3 kernels vs the NumPy reference on the benchmark's own inputs (every selector, every timed segment, one-launch
+    and row setting, every greedy selector setting against the T0 rows; the first two positions); returns mismatching
+    rows."""
     import pp3.reference as ref
     from pp3.kernels import LaunchConfig, greedy, propose
 
@@ -48,7 +77,7 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
         seeds = (keys["seed"], keys["round"], keys["pos"][d])
         host = [k.cpu().numpy().view(np.uint64) for k in seeds]
         want = ref.propose(host_logits(x), keys["temp"].cpu().numpy(), *host)
-        for launch in (LaunchConfig(), LaunchConfig(selector="tiles"), *keys["launches"]):
+        for launch in (LaunchConfig(), LaunchConfig(selector="tiles"), *_next_defaults(), *keys["launches"]):
             bad += int(row_mismatch(to_numpy(propose(x, keys["temp"], *seeds, tile=tile, launch=launch)), want).sum())
         want0 = ref.propose(host_logits(x), keys["temp0"].cpu().numpy(), *host)
         greedy_runs = [(None, 8, how) for how in ("auto", "keys", "rescan")] + keys["greedy"]
@@ -59,11 +88,13 @@ def check_parity(xs: list[list[Any]], keys: dict[str, Any], tile: int | None) ->
 
 
 def implementations(
-    tiles: list[int | None], warps: list[tuple[int, int]], segments: list[Any], greedy_cfg: list[tuple[int, int, str]]
+    tiles: list[int | None], warps: list[tuple[int, int]], segments: list[Any], greedy_cfg: list[tuple[int, int, str]],
+    nexts: Sequence[Any] = (),
 ) -> dict[str, Callable[[list[Any], dict[str, Any]], Callable[[], Any]]]:
     """name -> factory(depth buffers, keys) -> the step that runs the depth loop once; ``tiles`` and ``warps``
     (the tile selector's launch 1, launch 2) add a row per fixed tile size and per warp pair, ``segments`` a row per
-    segment-selector ``LaunchConfig``, ``greedy_cfg`` a row per (tile, warps, how) of the greedy selector."""
+    segment-selector ``LaunchConfig``, ``greedy_cfg`` a row per (tile, warps, how) of the greedy selector, ``nexts``
+    a row per one-launch or row selector ``LaunchConfig`` (``next_name``)."""
     import torch
 
     from bench._floor import RowMax
@@ -198,6 +229,8 @@ def implementations(
         ws = ",".join(str(n) for n in cfg.segment_warps or ())
         g = "" if cfg.segment_gather is None else f" gather={int(cfg.segment_gather)}"
         out[f"pp3 segments warps={ws} L={cfg.segment}{g}"] = pp3_launch(cfg)
+    for cfg in nexts:
+        out[next_name(cfg)] = pp3_launch(cfg)
     out["pp3 greedy kernel"] = pp3_greedy_kernel(None, 8)
     out["pp3 greedy kernel, keys"] = pp3_greedy_kernel(None, 8, "keys")
     out["pp3 greedy kernel, rescan"] = pp3_greedy_kernel(None, 8, "rescan")
@@ -206,6 +239,9 @@ def implementations(
     out.update(
         {
             "pp3 tiles": pp3_launch(LaunchConfig(selector="tiles")),
+            "pp3 onelaunch": pp3_launch(LaunchConfig(selector="onelaunch")),
+            "pp3 onelaunch rank": pp3_launch(LaunchConfig(selector="onelaunch", top_rank=True)),
+            "pp3 rows": pp3_launch(LaunchConfig(selector="rows")),
             "pp3 tiles greedy (T0)": pp3_launch(LaunchConfig(selector="tiles"), "temp0"),
             "pp3 sampled, no PDL": pp3_no_pdl,
             "pp3 greedy (T0)": pp3_greedy,
@@ -334,6 +370,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segments", nargs="*", default=[],
                     help="segment-selector settings warpsA,warpsB,warpsC,L[,G] (L 0: automatic; G 1: C gathers, "
                     "0: launch B, absent: automatic), e.g. 4,1,8,1024,1")
+    ap.add_argument("--onelaunch", nargs="*", default=[],
+                    help="one-launch selector settings warps,L,polls[,rank[,regs]] (0: automatic), e.g. 4,1024,3,1")
+    ap.add_argument("--rows", nargs="*", default=[],
+                    help="row selector settings warps,L[,rank[,regs]] (0: automatic), e.g. 8,2048,0,128")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="run each implementation's step once per vocabulary, format and batch (Triton's cache "
+                    "filled), check and time nothing")
     ap.add_argument("--greedy", nargs="*", default=[],
                     help="greedy-selector tile,warps,how (LaunchConfig.greedy) to sweep, e.g. 2048,4,keys")
     ap.add_argument("--warm-flashinfer", action="store_true",
@@ -363,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
                      segment_gather=bool(int(f[4])) if len(f) > 4 else None)
         for f in (s.split(",") for s in args.segments)
     ]
-    impls = implementations([None, *args.tiles], warps, segments, greedy_cfg)
+    nexts = [next_settings("onelaunch", s.split(",")) for s in args.onelaunch]
+    nexts += [next_settings("rows", s.split(",")) for s in args.rows]
+    impls = implementations([None, *args.tiles], warps, segments, greedy_cfg, nexts)
     fi, fi_note = flashinfer_impl()
     if fi is not None:
         version = getattr(__import__("flashinfer"), "__version__", "?")
@@ -387,9 +432,15 @@ def main(argv: list[str] | None = None) -> int:
                         "seed": torch.arange(b, device="cuda", dtype=torch.int64) * 7919 + 1,
                         "round": torch.full((b,), 3, device="cuda", dtype=torch.int64),
                         "pos": [torch.full((b,), 100 + d, device="cuda", dtype=torch.int64) for d in range(depth)],
-                        "launches": segments,
+                        "launches": [*segments, *nexts],
                         "greedy": greedy_cfg,
                     }
+                    if args.compile_only:
+                        for factory in impls.values():
+                            factory(xs_sets[0][:1], keys)()
+                        torch.cuda.synchronize()
+                        print(f"compiled: V={v}, B={b}, depth {depth}, {dtype_name}", flush=True)
+                        continue
                     bad = check_parity(xs_sets, keys, None)
                     if bad:
                         print(f"PARITY FAILURE before timing: {bad} rows differ (V={v}, B={b}, {dtype_name})")
@@ -419,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
                     if poisoned:
                         break
                     torch.cuda.empty_cache()
+    if args.compile_only:
+        return 0
     out = Path(args.out)
     out.mkdir(exist_ok=True)
     (out / "bench.json").write_text(

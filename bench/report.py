@@ -55,6 +55,8 @@ def markdown(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
             ("pp3 sampled", "trivial 2-launch row max", "pp3 sampled / trivial 2-launch"),
             ("pp3 sampled", "torch argmax", "pp3 sampled / torch argmax"),
             (fi, "pp3 sampled", "FlashInfer / pp3 sampled"),
+            *((n, d, f"{n} / {d}") for n in ("pp3 onelaunch", "pp3 onelaunch rank", "pp3 rows")
+              for d in ("trivial 2-launch row max", "pp3 sampled", "torch argmax")),
         ):
             ratios = [_ratio(cells, num, den, b) for b in bs]
             if any(ratios):

@@ -260,9 +260,10 @@ def add_verify(sub: Any) -> None:
     ap.add_argument("--parts", nargs="+", choices=PARTS, default=None, metavar="PART",
                     help=f"what to check, any of: {', '.join(PARTS)} (default: all)")
     ap.add_argument("--selectors", nargs="+", choices=SELECTOR_KERNELS, default=None, metavar="KERNEL",
-                    help=f"the selector part's suites to run, any of: {', '.join(SELECTOR_KERNELS)} (default: all; "
-                    "propose, propose with C gathering the blocks, the tile selector, the greedy selector's keys and "
-                    "its rescan)")
+                    help=f"the selector part's suites to run, any of: {', '.join(SELECTOR_KERNELS)} (default: the "
+                    "shipped kernels': propose, propose with C gathering the blocks, the tile selector, the greedy "
+                    "selector's keys and its rescan; onelaunch and rows, the one-launch and row selectors not yet "
+                    "shipped, on request)")
     ap.add_argument("--bulk-rows", type=_int_in(0, 10**9), default=None, metavar="N",
                     help="random selector rows at --bulk-vocab, 0 .. 10^9 (default: 10^6 on a GPU, 0 otherwise)")
     ap.add_argument("--bulk-seed", type=_int_in(0, 2**32 - 1), default=None, metavar="S",

@@ -28,12 +28,14 @@ NAN = float("nan")
 TILES = (32, 64, 128, None)  # None: the launcher's own tile (1024 here, one program per row)
 
 
-def check(case: Call) -> None:
-    """Both selectors on the call (the segment selector of ``propose``, with launch B and with C's gather, and the
-    tile selector) against the reference; and the greedy selector, both ways (``LaunchConfig.greedy``), against the
-    reference on the call's rows as T0 rows."""
+def check(case: Call, *, onelaunch: bool = False) -> None:
+    """The selectors on the call (the segment selector of ``propose``, with launch B and with C's gather, the tile
+    selector and, with ``onelaunch``, the one-launch selector, not yet shipped: fuzzed at fp32, its own tests beside)
+    against the reference; and the greedy selector, both ways (``LaunchConfig.greedy``), against the reference on the
+    call's rows as T0 rows."""
     want = case.run_reference()
-    for call in (case, *(() if case.cuts else (case.as_gather(),)), case.as_tiles()):
+    one = (case.as_onelaunch(),) if onelaunch and not case.cuts else ()
+    for call in (case, *(() if case.cuts else (case.as_gather(),)), *one, case.as_tiles()):
         assert_same(call, call.run_kernel(), want)
     greedy = case.as_greedy()
     want0 = greedy.run_reference()
@@ -149,7 +151,7 @@ TILE_EDGES_65 = make_case("fp32", [_SPREAD[:65]], temperature=1.0, seed=11, tile
 @example(case=TILE_EDGES_64)
 @example(case=TILE_EDGES_65)
 def test_fp32_matches_reference(case: Call) -> None:
-    check(case)
+    check(case, onelaunch=True)
 
 
 # ------------------------------------------------------------------------------------------------ fp16 edges
@@ -287,7 +289,7 @@ def test_the_segment_edges_are_the_selectors() -> None:
 
 @pytest.mark.parametrize("case", SEGMENT_EDGES, ids=lambda c: f"V{c.v}-seg{c.tile}-{c.fmt.name}-s{c.seed[0]}")
 def test_segment_survivor_edges_match_reference(case: Call) -> None:
-    check(case)
+    check(case)  # the shipped selectors' thresholds (the one-launch selector's: its own tests)
 
 
 def test_survivor_edges_use_the_kernels_switch() -> None:

@@ -183,14 +183,15 @@ def test_each_variant_of_pp3s_kernels_runs_through_the_guard() -> None:
 def test_the_reference_through_the_seam_runs_what_pp3s_own_run_runs(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """``pp3 verify --impl`` with pp3's reference: PASS, the same selector cases as pp3's own quick run (edges 13,
-    random 24, tiles 3, shards 4) and the invariance calls, the conformance files, two verdicts in the document."""
+    bounds 12, random 24, tiles 3, shards 4) and the invariance calls, the conformance files, two verdicts in the
+    document."""
     rc, out, _ = run(["verify", "--impl", "selector=pp3-reference", "--quick", "--json", "--out", str(tmp_path)],
                      capsys)
     doc = json.loads(out)
     assert rc == 0 and doc["schema_version"] == 1 and doc["verdict"] == "PASS", doc["verdicts"]
     assert doc["parts"] == ["selector", "conformance"] and doc["verifier"]["verdict"] == "SKIPPED"
     cases = {s: r["cases"] for s, r in doc["selector"]["suites"].items()}
-    assert cases == {"edges": 13, "random": 24, "tiles": 3, "shards": 4, "order": 3, "alone": 3}
+    assert cases == {"edges": 13, "bounds": 12, "random": 24, "tiles": 3, "shards": 4, "order": 3, "alone": 3}
     assert doc["verdicts"]["bit_exact"]["verdict"] == "PASS" and doc["verdicts"]["law"]["verdict"] == "SKIPPED"
     assert [i["name"] for i in doc["implementations"]] == ["pp3-reference"]
     assert doc["conformance"]["verdict"] == "PASS" and doc["conformance"]["sweeps"][-1]["checked"] == 77120
@@ -256,7 +257,7 @@ def test_a_raising_implementation_through_the_command(tmp_path: Path, capsys: py
     doc = json.loads(out)
     assert rc == 1 and doc["verdict"] == "FAIL" and doc["verdicts"]["bit_exact"]["verdict"] == "FAIL"
     firsts = doc["selector"]["first_failures"]
-    assert set(firsts) == {"edges", "random", "tiles", "order", "alone"}  # every suite ran, each failure named
+    assert set(firsts) == {"edges", "bounds", "random", "tiles", "order", "alone"}  # every suite ran, each named
     assert doc["selector"]["skipped"] == [{"implementation": "raising", "suite": "shards", "calls": 4,
                                            "reason": "declares no sharded form"}]
     assert all(f["failure"] == "raised" and "not initialised" in f["detail"] for f in firsts.values())

@@ -25,7 +25,8 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 ROOT = Path(__file__).resolve().parent.parent
-# The shipped kernels (pp3/kernels/_select.py, _accept.py, _common.py, _rows.py): what the audit must find launched.
+# The shipped kernels (pp3/kernels/_select.py, _accept.py, _common.py, _rows.py) and the selectors not yet shipped
+# (the one-launch and row selectors): what the audit must find launched.
 KERNELS = {
     "pp3.kernels._select._tile_candidates_kernel", "pp3.kernels._select._finalize_kernel",
     "pp3.kernels._select._check_candidates_kernel", "pp3.kernels._accept._verify_tiles_kernel",
@@ -35,7 +36,8 @@ KERNELS = {
     "pp3.kernels._common._expf_kernel", "pp3.kernels._common._philox_kernel", "pp3.kernels._rows._gather_rows_kernel",
     "pp3.kernels._greedy._tiles_kernel", "pp3.kernels._greedy._rows_kernel", "pp3.kernels._select._segment_max_kernel",
     "pp3.kernels._select._segment_filter_kernel", "pp3.kernels._select._segment_merge_kernel",
-    "pp3.kernels._common._expf_screen_kernel",
+    "pp3.kernels._common._expf_screen_kernel", "pp3.kernels._select._onelaunch_kernel",
+    "pp3.kernels._select._row_select_kernel",
     # the draft trees (SPEC.md §12)
     "pp3.kernels._tree._tree_draw_kernel", "pp3.kernels._tree._tree_peaks_kernel",
     "pp3.kernels._tree._tree_rows_kernel", "pp3.kernels._tree._tree_sums_kernel",

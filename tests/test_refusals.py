@@ -411,9 +411,9 @@ def test_propose_refuses_a_tile_its_selector_would_not_use(no_launch: None) -> N
     refuses a tile it would not use (it used to ignore it) rather than switching selectors behind the caller's back."""
     from pp3.kernels import LaunchConfig
 
-    for launch in (LaunchConfig(), LaunchConfig(selector="segments")):
-        with pytest.raises(ValueError, match=r"^tile: propose on one tensor runs the segment selector"):
-            select.propose(_logits(), *_keys(), tile=64, launch=launch)
+    for selector, runs in (("auto", "segment"), ("segments", "segment"), ("onelaunch", "one-launch"), ("rows", "row")):
+        with pytest.raises(ValueError, match=rf"^tile: propose on one tensor runs the {runs} selector"):
+            select.propose(_logits(), *_keys(), tile=64, launch=LaunchConfig(selector=selector))
     with pytest.raises(ValueError, match=r"^tile: propose_sharded on one tensor"):
         select.propose_sharded([_logits()], *_keys(), tile=64)
 

@@ -5,7 +5,8 @@ this module under memcheck, initcheck and racecheck on a CUDA GPU; each tool mus
 
 Every launched kernel of the selector and the verifier is in it: ``propose`` (fp32/fp16/bf16; V = 1, 31, 33, 5000,
 163840; NaN, +inf, all -inf rows and bad temperatures beside ordinary ones; T0 rows), ``greedy`` both ways
-(``LaunchConfig.greedy``), ``propose_sharded``,
+(``LaunchConfig.greedy``), the one-launch and row selectors (group "next": their handshake and paths on ordinary,
+adversarial and bound-defeating rows), ``propose_sharded``,
 ``tile_candidates`` into one buffer, ``finalize`` on malformed candidates (``pp3.testing.candidates.corpus``: keys
 swapped or repeated in a tile, unknown flag bits, keys the flags deny, tiles out of ID order, all-zero, all -1 and
 random keys, empty tiles; IDs past the vocabulary, overlapping shards), and ``verify``
@@ -111,6 +112,35 @@ def selector_cases(dev: torch.device, g: torch.Generator) -> None:
     select.finalize(buf, *_keys(2, dev), vocab_size=200)
 
 
+def next_selector_cases(dev: torch.device, g: torch.Generator) -> None:
+    """The one-launch and row selectors (not yet shipped: ``LaunchConfig(selector="onelaunch")``, ``"rows"``): the
+    one-launch selector's handshake (publications, polls, slot counter, arrival, the last program's reads and resets)
+    on ordinary, adversarial and bound-defeating rows (``pp3.audit.suites.bound_rows``: all equal, the 32nd and 33rd
+    tied across segments, few finite, early segments small), which take its three paths (one batched load, steps,
+    the fallback scan), at small and large batches (short and long segments), by network and by rank."""
+    from pp3.audit.suites import bound_rows
+
+    big = _big(dev)
+    for how in ("onelaunch", "rows"):
+        cfg = LaunchConfig(selector=how)
+        for dt in (torch.float32, torch.bfloat16):
+            x = (torch.randn(6, 33, device=dev, generator=g) * 4).to(dt)
+            select.propose(x, *_keys(6, dev), launch=cfg)
+            select.propose(_adversarial(x), *_keys(6, dev, (1.0, float("nan"), -1.0, 0.0)), launch=cfg)
+        x = torch.randn(4, big, device=dev, generator=g)
+        select.propose(_adversarial(x), *_keys(4, dev, (1.0, float("nan"), -1.0, 0.0)), launch=cfg)
+        rows = torch.from_numpy(np.stack([r for _, r in bound_rows(big)])).to(dev)
+        select.propose(rows, *_keys(rows.shape[0], dev), launch=cfg)
+        ties = torch.full((1, big), float("-inf"), device=dev)
+        ties[0, ::big // 100] = 2.5  # 100 equal survivors: the steps past the one batched load
+        select.propose(ties, *_keys(1, dev), launch=cfg)
+        select.propose(torch.randn(2, big, device=dev, generator=g), *_keys(2, dev),
+                       launch=LaunchConfig(selector=how, top_rank=True))
+    if dev.type == "cuda":  # 16 rows: the long segments of 8 warps (in the interpreter, too slow for its worth)
+        select.propose(torch.randn(16, big, device=dev, generator=g), *_keys(16, dev),
+                       launch=LaunchConfig(selector="onelaunch"))
+
+
 def malformed_candidates(dev: torch.device, g: torch.Generator) -> None:
     """finalize on candidates that break launch 1's contract (``pp3.testing.candidates.corpus``, IDs past the
     vocabulary, overlapping shards): each row gets the status the contract gives it (BAD_CANDIDATES where broken)."""
@@ -188,8 +218,8 @@ def row_gather_cases(dev: torch.device, g: torch.Generator) -> None:
     adapters.draft_from_ragged(adapters.draft_to_ragged(draft, 12, lengths), d)
 
 
-CASES = {"selector": selector_cases, "candidates": malformed_candidates, "verifier": verifier_cases,
-         "gather": row_gather_cases}
+CASES = {"selector": selector_cases, "next": next_selector_cases, "candidates": malformed_candidates,
+         "verifier": verifier_cases, "gather": row_gather_cases}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,12 +8,14 @@ calls, each conformance file on each implementation whose declaration admits it)
 failure was unexpected: its verdict is computed from those row counts, so a part that checked 0 rows of anything it
 was asked for is a FAIL, never a PASS.
 
-1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, random, tiles, shards, and the
+1. the selector (SPEC.md §2-§8): the suites of ``pp3.audit.suites`` (edges, bounds, random, tiles, shards, and the
    invariance calls: a permuted batch, a row alone), compared field by field (status, token, ids, tickets), through
    each selector implementation of the run (pp3's kernels: ``propose``, the segment selector, sharded calls through
    ``tile_candidates`` and ``finalize``; launch C's gather; the tile selector; the greedy selector both ways of
-   ``LaunchConfig.greedy``, with every temperature 0: ``pp3.harness.builtin``); and on a CUDA GPU the bulk rows at
-   V = 163840 (``--bulk-rows``), the greedy selector on their T0 rows (on every row with ``--bulk-greedy``);
+   ``LaunchConfig.greedy``, with every temperature 0: ``pp3.harness.builtin``; on request, ``--selectors``, the
+   one-launch and row selectors, not yet shipped: ``LaunchConfig(selector="onelaunch")``, ``"rows"``); and on a
+   CUDA GPU the bulk rows at V = 163840 (``--bulk-rows``), the greedy selector on their T0 rows (on every row with
+   ``--bulk-greedy``);
 2. the verifier (§11): the named calls (``accept-edges``, with their invariance calls) and the request rows of
    ``pp3.audit.accept_bulk`` (``accept-plans``), compared field by field (status, accepted, tokens);
 3. the conformance files (``pp3.audit.conformance``: golden vectors of both roles, the Philox known answers, the
@@ -82,8 +84,9 @@ SELECTOR_FIELDS = ("status", "token", "ids", "tickets")
 VERIFIER_FIELDS = ("status", "accepted", "tokens")
 FIELDS = SELECTOR_FIELDS  # the selector's (the bulk rows' table)
 PARTS = ("selector", "verifier", "conformance")
-# The selector part's suites, one per variant of pp3's kernels a call runs through (``Call.kernel``), in order.
-SELECTOR_KERNELS = builtin.SELECTOR_KERNELS
+# The selector part's suites, one per variant of pp3's kernels a call runs through (``Call.kernel``), in order: the
+# shipped kernels' (the default) and the one-launch and row selectors, not yet shipped (on request: --selectors).
+SELECTOR_KERNELS = builtin.SELECTOR_KERNELS + builtin.NEXT_SELECTOR_KERNELS
 SIZES = ("quick", "standard", "full")
 
 
@@ -487,7 +490,7 @@ def check_calls(what: str, calls: Iterable[tuple[str, Any]], guard: Guard, part:
 
 # The suites of each part, in the order they run.
 SUITES: dict[Role, tuple[str, ...]] = {
-    "selector": ("edges", "random", "tiles", "shards", "order", "alone"),
+    "selector": ("edges", "bounds", "random", "tiles", "shards", "order", "alone"),
     "verifier": ("accept-edges", "accept-plans", "accept-order", "accept-alone"),
 }
 
@@ -636,7 +639,8 @@ def bulk(
 def implementations(specs: Sequence[tuple[Role, str]], selectors: Sequence[str] | None
                     ) -> dict[Role, list[Implementation]]:
     """The implementations of a run, by role: those ``--impl`` names (``ImplementationError`` if one cannot be
-    loaded), else pp3's kernels; ``selectors``: only the selector variants it names ("propose": the main one)."""
+    loaded), else pp3's kernels; ``selectors``: only the selector variants it names ("propose": the main one; the
+    one-launch and row selectors, not yet shipped, run only where it names them)."""
     found: dict[Role, list[Implementation]] = {r: [] for r in ROLES}
     if specs:
         for role, spec in specs:
@@ -644,6 +648,7 @@ def implementations(specs: Sequence[tuple[Role, str]], selectors: Sequence[str] 
     else:
         for impl in builtin.kernels():
             found[impl.role].append(impl)
+        found["selector"] += [i for i in builtin.next_selectors() if i.variant in (selectors or ())]
     if selectors:
         found["selector"] = [i for i in found["selector"] if (i.variant or "propose") in selectors]
     return found

@@ -261,8 +261,9 @@ def intercepted() -> Iterator[list[Launch]]:
 def exercise(device: torch.device) -> None:
     """Call every entry point of ``pp3.kernels`` (and the adapters' row gather) on ``device``: each logit format,
     sampled and T0 rows, small and large rows (both merge paths of launch 2, small and large tiles; the segment
-    selector with and without launch B), the candidates check, the verifier at depths 1, 2 and 5 (and its large
-    tile at fp32) as shipped and in its other variants (``VERIFY_VARIANTS``), the draft trees' draw and verifiers
+    selector with and without launch B; the one-launch selector's short and long segments, the row selector, each by
+    network and by rank), the candidates check, the verifier at depths 1, 2 and 5 (and its large tile at fp32) as
+    shipped and in its other variants (``VERIFY_VARIANTS``), the draft trees' draw and verifiers
     (``_exercise_trees``), and the one-function entries."""
     from pp3.kernels import LaunchConfig, accept, launchers, select
     from pp3.reference._constants import DOMAIN_ACCEPT
@@ -276,6 +277,12 @@ def exercise(device: torch.device) -> None:
             select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector="tiles"))
             select.propose(torch.cat([x] * 4), temp.repeat(4), 1, 2, 3)  # 8 rows: the long segments
             select.propose(torch.cat([x] * 8), temp.repeat(8), 1, 2, 3)  # 16 rows: C gathers (no launch B)
+            if v == 163840:  # the selectors not yet shipped: short segments (2 rows) and long ones (16), the row
+                for kind in ("onelaunch", "rows"):  # selector, each by rank too (fp32)
+                    select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector=kind))
+                    if dt == torch.float32:
+                        select.propose(x, temp, 1, 2, 3, launch=LaunchConfig(selector=kind, top_rank=True))
+                select.propose(torch.cat([x] * 8), temp.repeat(8), 1, 2, 3, launch=LaunchConfig(selector="onelaunch"))
             select.greedy(x)  # "auto": the keys at fp32, the rescan at fp16 and bf16
             select.greedy(x, launch=LaunchConfig(greedy="keys"))
             select.greedy(x, launch=LaunchConfig(greedy="rescan"))

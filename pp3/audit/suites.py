@@ -146,6 +146,38 @@ def edge_rows(v: int) -> list[tuple[str, npt.NDArray[np.float32]]]:
     return rows
 
 
+def bound_rows(v: int) -> list[tuple[str, npt.NDArray[np.float32]]]:
+    """Named single rows at vocabulary size ``v`` built to defeat a selector's bound, above all one published while
+    segments read (the one-launch and row selectors): all equal; 31 large entries spread out and the 32nd, 33rd and
+    34th values equal in other segments; fewer than K finite entries, spread; early segments holding only small values
+    (ascending, and the first K all in the last eighth). ``edge_rows`` holds the other adversaries (NaN and +inf rows,
+    all -inf, fewer than K finite in one run, zeros of either sign)."""
+    rows: list[tuple[str, npt.NDArray[np.float32]]] = [("all_equal_nonzero", np.full(v, 2.5, np.float32))]
+    r = np.full(v, -20.0, np.float32)
+    big = np.arange(v)[:: max(1, v // 31)][:31]
+    r[big] = 10.0 + np.arange(big.size, dtype=np.float32)
+    r[[p for p in (v // 3, (2 * v) // 3, v - 1) if p not in big]] = 5.0
+    rows.append(("tie_32_33_across_segments", r))
+    r = np.full(v, -np.inf, np.float32)
+    at = np.arange(0, v, max(1, v // 20))
+    r[at] = np.linspace(-3.0, 3.0, at.size, dtype=np.float32)
+    rows.append(("few_finite_spread", r))
+    rows.append(("ascending", np.linspace(-5.0, 5.0, v, dtype=np.float32)))
+    r = np.linspace(-31.0, -30.0, v, dtype=np.float32)
+    r[v - max(1, v // 8):] = np.linspace(10.0, 11.0, max(1, v // 8), dtype=np.float32)
+    rows.append(("small_then_large", r))
+    return rows
+
+
+def bound_case(v: int, dtype: str, tile: int, seed: int) -> Call:
+    """``bound_rows`` as one call (every second row T0), keyed by its own generator (``seed`` and ``v``)."""
+    x = np.stack([row for _, row in bound_rows(v)])
+    temp = np.ones(x.shape[0], np.float32)
+    temp[1::2] = 0.0
+    return _call(f"bounds[V={v},{dtype},tile={tile}]", dtype, x, temp,
+                 keys_for(np.random.default_rng([seed, v]), x.shape[0]), DEFAULT_TAU, tile)
+
+
 def edge_case(v: int, dtype: str, rng: np.random.Generator, tile: int, tau: float = DEFAULT_TAU) -> Call:
     named = edge_rows(v)
     x = np.stack([row for _, row in named])
@@ -190,7 +222,8 @@ def split_sizes(rng: np.random.Generator, v: int, n: int) -> tuple[int, ...]:
 
 def suites(size: str, seed: int = 20261130) -> Iterator[tuple[str, Call]]:
     """(suite, case) pairs of a size: "full" (GPU sizes: the SPEC vocabularies, B up to 64), "standard" (the
-    interpreter's: V up to 300) or "quick" (V = 1, 31, 33, 300: every launch-1 path of the standard sizes)."""
+    interpreter's: V up to 300) or "quick" (V = 1, 31, 33, 300: every launch-1 path of the standard sizes). The
+    suites: edges, bounds (``bound_rows``, at the smallest tile: the most segments), random, tiles, shards."""
     if size not in ("quick", "standard", "full"):
         raise ValueError(f"size: expected 'quick', 'standard' or 'full', got {size!r}")
     full = size == "full"
@@ -210,6 +243,9 @@ def suites(size: str, seed: int = 20261130) -> Iterator[tuple[str, Call]]:
     for dtype in DTYPES:
         for v in vocab:
             yield "edges", edge_case(v, dtype, rng, tiles[-1] if full else 32)
+    for dtype in DTYPES:
+        for v in vocab:
+            yield "bounds", bound_case(v, dtype, tiles[0] if full else 32, seed)
     for dtype in DTYPES:
         for v in vocab:
             for b in batches:

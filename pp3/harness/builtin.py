@@ -6,8 +6,9 @@ Every function here looks its target up when it is called (``pp3.kernels.propose
 ``pp3.testing.mutants``) is what runs. ``kernels()`` returns the selector's five variants (the segment selector of
 ``propose``, with its sharded form through ``tile_candidates`` and ``finalize``; launch C's gather; the tile
 selector; the greedy selector both ways, ``LaunchConfig.greedy``) and the verifier at its default launch; each takes
-the case's ``tile``. ``verifier(launch)`` is the verifier with another launch (its screen and handover variants, as
-``AcceptCall.run_kernel(launch=...)`` runs them).
+the case's ``tile``. ``next_selectors()`` returns the one-launch and row selectors of #53, not yet shipped, which run
+only where asked for (``pp3 verify --selectors onelaunch rows``). ``verifier(launch)`` is the verifier with another
+launch (its screen and handover variants, as ``AcceptCall.run_kernel(launch=...)`` runs them).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ REFERENCE = "pp3-reference"
 # The selector's variants of pp3's kernels, in the order ``pp3 verify`` runs them (``--selectors``): the name of
 # each (``Call.kernel``) and its variant label ("" for propose).
 SELECTOR_KERNELS = ("propose", "gather", "tiles", "greedy", "rescan")
+# The selectors not yet shipped (LaunchConfig(selector="onelaunch"), "rows"; #53): on request only, never in kernels().
+NEXT_SELECTOR_KERNELS = ("onelaunch", "rows")
 
 
 def _kernel(name: str) -> Any:
@@ -74,6 +77,18 @@ def _propose_shards(shards: Sequence[Any], target_temperature: Any, seed: Any, r
     cands = dataclasses.replace(parts[0], keys=torch.cat([p.keys for p in parts], 1).contiguous(),
                                 flags=torch.cat([p.flags for p in parts], 1).contiguous(), spans={})
     return _kernel("finalize")(cands, target_temperature, seed, round, position, tau, vocab_size=edges[-1])
+
+
+def _next(selector: str) -> Callable[..., Any]:
+    """The one-launch or row selector (``LaunchConfig(selector=selector)``). With a case's tile: that tile as its
+    segment (the row selector's step); without one: the launcher's own choice."""
+
+    def propose(logits: Any, target_temperature: Any, seed: Any, round: Any, position: Any, tau: float, *,
+                tile: int | None = None) -> Any:
+        launch = _launch(selector=selector, segment=tile)
+        return _kernel("propose")(logits, target_temperature, seed, round, position, tau, launch=launch)
+
+    return propose
 
 
 def _greedy(how: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -140,14 +155,22 @@ def kernels() -> list[Implementation]:
     ]
 
 
+def next_selectors() -> list[Implementation]:
+    """The selectors not yet shipped (``NEXT_SELECTOR_KERNELS``: the one-launch and row selectors of #53), each on
+    one tensor (no sharded form: a sharded call is skipped)."""
+    return [Implementation("selector", KERNELS, _next(name), CAPS, variant=name)
+            for name in NEXT_SELECTOR_KERNELS]
+
+
 def kernel(variant: str) -> Implementation:
-    """The selector variant of pp3's kernels named ``variant`` (``SELECTOR_KERNELS``; "propose": the main one), or
-    the verifier ("verifier")."""
-    for impl in kernels():
+    """The selector variant of pp3's kernels named ``variant`` (``SELECTOR_KERNELS``, ``NEXT_SELECTOR_KERNELS``;
+    "propose": the main one), or the verifier ("verifier")."""
+    for impl in kernels() + next_selectors():
         if (impl.role == "verifier" and variant == "verifier") or (
                 impl.role == "selector" and (impl.variant or "propose") == variant):
             return impl
-    raise KeyError(f"pp3's kernels have no {variant!r} (selectors: {', '.join(SELECTOR_KERNELS)}; verifier)")
+    raise KeyError(f"pp3's kernels have no {variant!r} (selectors: "
+                   f"{', '.join(SELECTOR_KERNELS + NEXT_SELECTOR_KERNELS)}; verifier)")
 
 
 # ------------------------------------------------------------------------------------------------- the reference

@@ -30,7 +30,9 @@ from pp3.kernels._common import (
     _flag_bits,
     _key_id,
     _key_index,
+    _last_of_row,
     _load_padded,
+    _max_nan,
     _order_key,
     _pdl_prologue,
     _tree,
@@ -846,3 +848,343 @@ def _segment_merge_kernel(
         tl.store(nsurv_ptr + b, 0)
     _row_outputs(top, slot, status, (status == 0) & (temp == 0.0), sampled, b, tau, kc, tables, c_ptr, u, status_ptr,
                  token_ptr, ids_ptr, tickets_ptr, K, True)
+
+
+# ------------------------------------------------------------------------------------------ the one-launch selector
+#
+# ``propose`` with ``LaunchConfig(selector="onelaunch")`` on one [B, V] tensor: one launch per position, one program
+# per segment of L entries of a row (a 1-D grid, a row's segments next to each other in launch order, so that they
+# run side by side). Each program:
+#   1. loads its segment once and keeps it in registers; G = 32 contiguous groups, their NaN-propagating maxima as
+#      §4.1 okeys (every NaN as 0xFFFFFFFF, above +inf);
+#   2. publishes PUB of them (the maxima of PUB runs of groups) by an atomic max into the row's NB buckets (group j of
+#      segment s into bucket (s PUB + j) mod NB), and counts itself into the row's publications;
+#   3. takes the best bound published so far: reads the buckets (at most POLLS times, never waiting for anything),
+#      bound = the larger of their K-th largest value and its own least group maximum, raised to the lowest finite
+#      value (T0 rows, which need the first entry alone: of the largest bucket and its own maximum); it reads again
+#      while some of its entries pass the bound, the row's publications are not all in and polls are left (a read
+#      that finds the buckets as they were keeps the bound);
+#   4. appends its entries with a value >= the bound as §4.1 keys to the row's survivors (a slot counter; slots past
+#      CAP are not written);
+#   5. arrives on the row's counter; the last program of the row to arrive reads the buckets (now complete: the §3
+#      status from their largest value), the survivor count and the first FEW slots in one batched load, takes the
+#      first K of the survivors (a bitonic network or, ``top_rank``, a compare-and-count rank; more than FEW
+#      survivors in steps of CHUNK; more than CAP: the fallback scan of the row by the same networks,
+#      ``_scan_chunks_top_k``), leaves the buckets, the publications, the survivor count and the arrivals as it found
+#      them (empty, 0), and runs §4-§8 (``_row_outputs``).
+# Exact whatever the timing: every bucket holds the value of an entry of its own groups (the groups of different
+# buckets are disjoint), or is empty, at every moment, so the K-th largest bucket a program reads is at most the value
+# of the row's K-th entry (K distinct entries reach it); so is the least of a segment's G >= K group maxima; so every
+# one of the row's first K entries has a value >= every program's bound and is appended (or, past CAP, the last
+# program scans the row). Only how many survive depends on what a program sees, and so on timing.
+#
+# The protocol, and why each atomic has the semantics it has (PTX memory model, scope gpu):
+# - Publications (``atomic_max``, relaxed): a read of a bucket returns some value that bucket held, and every value
+#   it ever holds is a valid bound (above); nothing else is read through it, so no ordering is needed. The polls
+#   load with ``volatile`` (ld.volatile: not cached in L1, never merged by the compiler with an earlier load of the
+#   same address); a late reader sees a later, larger value, or the same one: either is a bound.
+# - The publications counter (``atomic_add``, relaxed): a hint to stop polling. It may run ahead of the buckets it
+#   counts (relaxed: no order between the two); a program then stops with a weaker bound, more survivors, the same
+#   result.
+# - The survivor slot counter (``atomic_add``, relaxed): only atomicity is needed (disjoint slot ranges); the keys
+#   are plain stores, published by the arrival below.
+# - The arrival (``_common._last_of_row``: a CTA barrier, then ``atomic_add`` acq_rel): the barrier orders every
+#   thread's publications, slot reservation and key stores before the atomic of the thread that arrives, and its
+#   release is cumulative, so they happen before the arrival; the last program's acquire (the old count n_seg - 1)
+#   then sees every program's publications, count and keys. Its reads use ``.cg`` (L2: never a stale L1 line) after
+#   the atomic, whose result every thread waits for (the branch depends on it).
+# - The resets (plain stores by the last program, after its acquire): every other program of the row has arrived,
+#   so it issues nothing more on these words in this launch; the next launch on the stream (or a CUDA-graph replay)
+#   starts after this one ends (with PDL, after griddepcontrol.wait), so the buffers are empty and 0 again for it.
+# - Progress: no program waits for another (polls are bounded, the counter is never spun on), so no co-residency
+#   is assumed: a program that runs after its row's others have ended finds their publications and stops at once.
+# The interpreter runs programs one after another (each sees every earlier program's publications and none of the
+# later ones'): the protocol's timing cases are the GPU's; the interpreter checks the bits and every path, with a
+# survivor capacity and polls that the tests set (tests/test_kernels_onelaunch.py).
+
+SIGN32 = tl.constexpr(-2147483648)  # 2^31 as an int32: flips uint32 order into int32 order (the buckets' atomic max)
+
+
+@triton.jit
+def _group_okeys(x: tl.tensor, G: tl.constexpr) -> tl.tensor:
+    """The §4.1 okeys (uint32) of the NaN-propagating maxima of G groups of contiguous entries of the fp32 block x,
+    every NaN as 0xFFFFFFFF (above +inf), so that their uint32 maximum says whether a NaN is among them."""
+    m = tl.reduce(tl.reshape(x, [G, x.numel // G]), 1, _max_nan)
+    return tl.where(m != m, tl.full([G], 0xFFFFFFFF, tl.uint32), _value_key(m.to(tl.uint32, bitcast=True)))
+
+
+@triton.jit
+def _value_status(top: tl.tensor, temp: tl.tensor) -> tuple[tl.tensor, tl.tensor, tl.tensor]:
+    """§3 from the okey of a row's largest value (every NaN as 0xFFFFFFFF) and its target temperature: the status,
+    whether it is an OK T0 row, whether it is sampled."""
+    bad_temp = (temp != temp) | (temp < 0.0)
+    status = tl.where(top == 0xFFFFFFFF, 1, tl.where(top == OKEY_POS_INF, 2,
+                      tl.where(top < OKEY_MIN_FINITE, 3, tl.where(bad_temp, 4, 0))))
+    return status, (status == 0) & (temp == 0.0), (status == 0) & (temp != 0.0)
+
+
+@triton.jit
+def _bound_of(values: tl.tensor, t0: tl.tensor, K: tl.constexpr) -> tl.tensor:
+    """A lower bound of the value (okey) of the row's K-th entry from bucket values: the K-th largest (T0 rows, which
+    need the first entry alone: the largest), raised to the lowest finite value."""
+    return tl.maximum(tl.where(t0, tl.max(values), _kth_largest_net(values, K)), OKEY_MIN_FINITE)
+
+
+@triton.jit
+def _merge_top_k(best: tl.tensor, kth: tl.tensor, keys: tl.tensor, K: tl.constexpr) -> tuple[tl.tensor, tl.tensor]:
+    """The K largest of ``best`` (a set of K keys, 0-padded; ``kth`` its least, 0 until it holds K) and the 1-D block
+    ``keys`` (unique, 0 = none): the keys above ``kth`` by a bitonic top-K of the block, then one of both. A block with
+    none above leaves them as they are."""
+    keys = tl.where(keys > kth, keys, 0)
+    if tl.max(keys) != 0:
+        best = _bitonic(tl.reshape(tl.join(best, _bitonic(keys, K, True, False)), [2 * K]), K, True, False)
+        kth = tl.min(best)
+    return best, kth
+
+
+@triton.jit
+def _chunks_top_k(surv: tl.tensor, count: tl.tensor, CHUNK: tl.constexpr, K: tl.constexpr) -> tl.tensor:
+    """The K largest of the ``count`` keys at ``surv`` (unique, > 0), as a set, CHUNK at a time (``_merge_top_k``)."""
+    best = tl.zeros([K], tl.uint64)
+    kth = tl.zeros((), tl.uint64)
+    for c0 in range(0, count, CHUNK):
+        i = c0 + tl.arange(0, CHUNK)
+        chunk = tl.load(surv + i, mask=i < count, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
+        best, kth = _merge_top_k(best, kth, chunk, K)
+    return best
+
+
+@triton.jit
+def _scan_chunks_top_k(row_ptr: tl.tensor, v: tl.tensor, bound: tl.tensor, KIND: tl.constexpr, CHUNK: tl.constexpr,
+                       K: tl.constexpr) -> tl.tensor:
+    """The first K entries of an OK row (no NaN, no +inf) among those with a value >= bound (uint32, at least the
+    lowest finite value), as a set: the row read CHUNK entries at a time, each step's keys merged by networks
+    (``_merge_top_k``; the fallback when the survivors overflow their slots: small in registers, unlike
+    ``_scan_top_k``'s ranks)."""
+    best = tl.zeros([K], tl.uint64)
+    kth = tl.zeros((), tl.uint64)
+    for c0 in range(0, v, CHUNK):
+        offs = c0 + tl.arange(0, CHUNK).to(tl.int64)
+        in_row = offs < v
+        bits = _widen_bits(tl.load(row_ptr + offs, mask=in_row, other=0), KIND)
+        keys = tl.where(in_row & (_value_key(bits) >= bound), _order_key(bits, offs), 0)
+        best, kth = _merge_top_k(best, kth, keys, K)
+    return best
+
+
+@triton.jit
+def _survivors_top_k(
+    first: tl.tensor,  # [FEW] int64: the survivor slots 0 .. FEW - 1, loaded with the count (those past it: any)
+    count: tl.tensor,  # survivors appended (slots past CAP not written)
+    surv: tl.tensor,  # the row's CAP survivor slots
+    row_ptr: tl.tensor,  # the row's raw logit bits (the fallback scan)
+    v: tl.tensor,  # entries in the row
+    bound: tl.tensor,  # uint32: a lower bound of the value of the row's K-th entry (the fallback's filter)
+    KIND: tl.constexpr,
+    FEW: tl.constexpr,  # survivors taken by one network (or rank), a power of two >= K
+    CHUNK: tl.constexpr,  # survivors (entries of the fallback scan) per step beyond FEW
+    CAP: tl.constexpr,  # survivor slots
+    K: tl.constexpr,
+    RANK: tl.constexpr,  # FEW survivors by a compare-and-count rank instead of a bitonic network
+) -> tl.tensor:
+    """The row's first K entries as a set ([K] uint64, 0-padded), given that every one of them is among the survivors
+    (or, with more than CAP, has a value >= bound)."""
+    if count <= FEW:
+        few = tl.where(tl.arange(0, FEW) < count, first, 0).to(tl.uint64, bitcast=True)
+        if RANK:
+            top = _place(few, _rank_desc(few, FEW), K)  # unique keys: ranks 0 .. count - 1; the 0s rank count
+        else:
+            top = _bitonic(few, K, True, False)
+    elif count <= CAP:
+        top = _chunks_top_k(surv, count, CHUNK, K)
+    else:
+        top = _scan_chunks_top_k(row_ptr, v, bound, KIND, CHUNK, K)
+    return top
+
+
+@triton.jit
+def _onelaunch_kernel(
+    x_ptr: tl.tensor,  # [B, V] raw logit bits: int32 (fp32) or int16 (fp16/bf16)
+    stride_row: tl.tensor,  # elements between rows of x
+    v: tl.tensor,  # entries per row
+    n_seg: tl.tensor,  # segments per row
+    bucket_ptr: tl.tensor,  # [B, NB] int32: the rows' buckets (okeys with the sign bit flipped), all empty (-2^31)
+    arrive_ptr: tl.tensor,  # [B] int32: programs of the row that have arrived, all 0
+    publish_ptr: tl.tensor,  # [B] int32: programs of the row that have published, all 0
+    surv_ptr: tl.tensor,  # [B, CAP] int64: the survivors' keys (uint64 bits), the first CAP appended
+    nsurv_ptr: tl.tensor,  # [B] int32: survivors appended, all 0
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
+    round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
+    pos_ptr: tl.tensor,  # [B] uint64 absolute position (as int64 bits)
+    tau: tl.tensor,  # fp32 drafter temperature, finite and > 0
+    c_ptr: tl.tensor,  # fp64 constants of §6 (layout: _common.C_*)
+    domain: tl.tensor,  # uint64 Philox key word 1: DOMAIN_PROPOSAL
+    status_ptr: tl.tensor,  # [B] int8 out
+    token_ptr: tl.tensor,  # [B] int32 out
+    ids_ptr: tl.tensor,  # [B, K] int32 out
+    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    KIND: tl.constexpr,  # _common.KIND_F32 / KIND_F16 / KIND_BF16
+    L: tl.constexpr,  # entries per segment, a power of two >= G
+    G: tl.constexpr,  # groups per segment whose least maximum bounds it, >= K
+    PUB: tl.constexpr,  # group maxima published per segment, a power of two <= G
+    NB: tl.constexpr,  # buckets per row, a power of two >= K
+    CAP: tl.constexpr,  # survivor slots per row
+    FEW: tl.constexpr,  # survivors of the last program's one batched load
+    CHUNK: tl.constexpr,  # survivors (and entries of the fallback scan) per step beyond FEW
+    POLLS: tl.constexpr,  # reads of the buckets per program at most (>= 1)
+    RANK: tl.constexpr,  # the survivors' first K by a rank instead of a network
+    K: tl.constexpr,  # 32
+    PDL: tl.constexpr,  # launched with programmatic dependent launch (sm_90+; never in the interpreter)
+) -> None:
+    # One launch: program p is segment p mod n_seg of row p / n_seg (the protocol above).
+    _pdl_prologue(PDL)
+    pid = tl.program_id(0)
+    b = (pid // n_seg).to(tl.int64)
+    s = pid % n_seg
+    row_ptr = x_ptr + b * stride_row
+    offs = s.to(tl.int64) * L + tl.arange(0, L)
+    bits = _load_padded(row_ptr + offs, offs < v, KIND)  # past the row's end: -inf, never a survivor
+    x = bits.to(tl.float32, bitcast=True)
+    temp = tl.load(temp_ptr + b)
+    t0 = temp == 0.0
+
+    # 1-2. The groups' maxima; PUB of them published (relaxed: any value a bucket holds is a bound).
+    groups = _group_okeys(x, G)
+    published = tl.max(tl.reshape(groups, [PUB, G // PUB]), axis=1)
+    at = (s * PUB + tl.arange(0, PUB)) % NB
+    tl.atomic_max(bucket_ptr + b * NB + at, (published ^ 0x80000000).to(tl.int32, bitcast=True), sem="relaxed")
+    tl.atomic_add(publish_ptr + b, 1, sem="relaxed")
+
+    # 3. The best bound published so far. A row that shows a NaN or +inf (here or in the buckets) or whose temperature
+    # is bad has failed whatever the rest holds: it appends nothing.
+    own_max = tl.max(groups)
+    own = tl.where(t0, own_max, tl.min(groups))  # the least of G >= K group maxima (T0: the largest)
+    live = (temp == temp) & (temp >= 0.0) & (own_max < OKEY_POS_INF)
+    bi = tl.arange(0, NB)
+    n = tl.zeros((), tl.int32)
+    bound = tl.full((), OKEY_POS_INF, tl.uint32)
+    last = tl.zeros([NB], tl.uint32)  # the buckets as last read
+    polls = tl.zeros((), tl.int32)
+    go = live
+    while go:
+        raw = tl.load(bucket_ptr + b * NB + bi, volatile=True)
+        seen = tl.load(publish_ptr + b, volatile=True)
+        values = (raw ^ SIGN32).to(tl.uint32, bitcast=True)
+        if (polls == 0) | (tl.max((values != last).to(tl.int32)) != 0):  # buckets as last read: the same bound
+            top = tl.max(values)
+            # One reduction first: a segment below a lower bound of the bound has no survivor and skips the network.
+            low = tl.maximum(tl.where(t0, top, _row_bound_floor(values, NB, K)), own)
+            if (own_max >= low) & (top < OKEY_POS_INF):
+                bound = tl.maximum(_bound_of(values, t0, K), own)
+                n = tl.sum((x >= _value_bits(bound).to(tl.float32, bitcast=True)).to(tl.int32))
+            else:
+                bound = tl.maximum(low, OKEY_MIN_FINITE)
+                n = tl.zeros((), tl.int32)
+        last = values
+        polls += 1
+        go = (n != 0) & (seen < n_seg) & (polls < POLLS)
+
+    # 4. The survivors (x >= the bound's value is okey(x) >= bound for x finite or -inf; NaN never passes).
+    if n != 0:
+        passed = x >= _value_bits(bound).to(tl.float32, bitcast=True)
+        key = _order_key(bits, offs)
+        slot = tl.atomic_add(nsurv_ptr + b, n, sem="relaxed") + tl.cumsum(passed.to(tl.int32), axis=0) - 1
+        tl.store(surv_ptr + b * CAP + slot, key.to(tl.int64, bitcast=True), mask=passed & (slot < CAP))
+
+    # 5. Arrive; the last program of the row selects.
+    if _last_of_row(arrive_ptr, b, n_seg):
+        k = tl.arange(0, K)
+        raw = tl.load(bucket_ptr + b * NB + bi, cache_modifier=".cg")
+        count = tl.load(nsurv_ptr + b, cache_modifier=".cg")
+        first = tl.load(surv_ptr + b * CAP + tl.arange(0, FEW), cache_modifier=".cg")  # with the count: one trip
+        u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)  # off the chain: no logit enters it
+        kc = _exp_scalars(c_ptr)
+        tables = _exp_tables(c_ptr)
+        values = (raw ^ SIGN32).to(tl.uint32, bitcast=True)
+        status, greedy, sampled = _value_status(tl.max(values), temp)
+        top = tl.zeros([K], tl.uint64)  # failed rows: no entry
+        if status == 0:
+            top = _survivors_top_k(first, count, surv_ptr + b * CAP, row_ptr, v, _bound_of(values, t0, K), KIND, FEW,
+                                   CHUNK, CAP, K, RANK)
+        tl.store(bucket_ptr + b * NB + bi, tl.full([NB], SIGN32, tl.int32))
+        tl.store(nsurv_ptr + b, 0)
+        tl.store(publish_ptr + b, 0)
+        _row_outputs(top, k, status, greedy, sampled, b, tau, kc, tables, c_ptr, u, status_ptr, token_ptr, ids_ptr,
+                     tickets_ptr, K, True)
+
+
+@triton.jit
+def _row_select_kernel(
+    x_ptr: tl.tensor,  # [B, V] raw logit bits
+    stride_row: tl.tensor,
+    v: tl.tensor,
+    surv_ptr: tl.tensor,  # [B, CAP] int64: the survivors' keys (uint64 bits), the first CAP appended (any contents)
+    temp_ptr: tl.tensor,  # [B] fp32 target temperature
+    seed_ptr: tl.tensor,  # [B] uint64 seed (as int64 bits)
+    round_ptr: tl.tensor,  # [B] uint64 round (as int64 bits)
+    pos_ptr: tl.tensor,  # [B] uint64 absolute position (as int64 bits)
+    tau: tl.tensor,  # fp32 drafter temperature, finite and > 0
+    c_ptr: tl.tensor,  # fp64 constants of §6 (layout: _common.C_*)
+    domain: tl.tensor,  # uint64 Philox key word 1: DOMAIN_PROPOSAL
+    status_ptr: tl.tensor,  # [B] int8 out
+    token_ptr: tl.tensor,  # [B] int32 out
+    ids_ptr: tl.tensor,  # [B, K] int32 out
+    tickets_ptr: tl.tensor,  # [B, K] int32 out
+    KIND: tl.constexpr,
+    L: tl.constexpr,  # entries per step, a power of two >= NB
+    NB: tl.constexpr,  # buckets (groups per step), a power of two >= K
+    CAP: tl.constexpr,
+    FEW: tl.constexpr,
+    CHUNK: tl.constexpr,
+    RANK: tl.constexpr,
+    K: tl.constexpr,
+    PDL: tl.constexpr,
+) -> None:
+    # The row selector: one program per row, no other program to wait for or to tell. Step by step (L entries, the
+    # next step's load issued before this one is filtered), group j of each step raises bucket j (registers); the
+    # bound is the K-th largest bucket (distinct entries: the groups of different buckets are disjoint), so the
+    # entries of a step below it are not among the row's first K; those at or above it are appended. Then the first
+    # K of the survivors and §4-§8, as the one-launch selector's last program.
+    _pdl_prologue(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    row_ptr = x_ptr + b * stride_row
+    surv = surv_ptr + b * CAP
+    temp = tl.load(temp_ptr + b)
+    t0 = temp == 0.0
+    live = (temp == temp) & (temp >= 0.0)
+    lanes = tl.arange(0, L).to(tl.int64)
+    buckets = tl.zeros([NB], tl.uint32)
+    count = tl.zeros((), tl.int32)
+    nxt = _load_padded(row_ptr + lanes, lanes < v, KIND)
+    for c0 in range(0, v, L):
+        offs = c0 + lanes
+        bits = nxt
+        ahead = offs + L
+        nxt = _load_padded(row_ptr + ahead, ahead < v, KIND)  # past the row's end: nothing is read
+        x = bits.to(tl.float32, bitcast=True)
+        groups = _group_okeys(x, NB)
+        buckets = tl.maximum(buckets, groups)
+        top = tl.max(buckets)
+        low = tl.where(t0, top, _row_bound_floor(buckets, NB, K))
+        if live & (tl.max(groups) >= low) & (top < OKEY_POS_INF):
+            bound = _bound_of(buckets, t0, K)
+            passed = x >= _value_bits(bound).to(tl.float32, bitcast=True)
+            n = tl.sum(passed.to(tl.int32))
+            if n != 0:
+                slot = count + tl.cumsum(passed.to(tl.int32), axis=0) - 1
+                tl.store(surv + slot, _order_key(bits, offs).to(tl.int64, bitcast=True), mask=passed & (slot < CAP))
+                count += n
+    tl.debug_barrier()  # the survivors stored above are visible to the whole program after this barrier
+    k = tl.arange(0, K)
+    first = tl.load(surv + tl.arange(0, FEW), cache_modifier=".cg")
+    u = _proposal_uniform(seed_ptr, round_ptr, pos_ptr, domain, b)
+    kc = _exp_scalars(c_ptr)
+    tables = _exp_tables(c_ptr)
+    status, greedy, sampled = _value_status(tl.max(buckets), temp)
+    top32 = tl.zeros([K], tl.uint64)
+    if status == 0:
+        top32 = _survivors_top_k(first, count, surv, row_ptr, v, _bound_of(buckets, t0, K), KIND, FEW, CHUNK, CAP, K,
+                                 RANK)
+    _row_outputs(top32, k, status, greedy, sampled, b, tau, kc, tables, c_ptr, u, status_ptr, token_ptr, ids_ptr,
+                 tickets_ptr, K, True)

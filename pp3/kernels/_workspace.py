@@ -1,5 +1,5 @@
 """Buffers that the kernels leave as they found them: the row counters of kernels whose last program of a row
-finishes the row (the verifier's row reductions, the segment selector), and the segment selector's per-row buckets
+finishes the row (the verifier's row reductions, the one-launch selector), and the segment selectors' per-row buckets
 and survivor counters. Imports torch but not triton.
 
 Protocol: every program of row r adds 1 to ``counter[r]`` with an ``acq_rel`` atomic at GPU scope after a barrier (so
@@ -49,6 +49,12 @@ def buckets(device: torch.device, rows: int, width: int) -> torch.Tensor:
     """[rows, width] int64, all -2^63: the segment selector's buckets (uint64 keys with the sign bit flipped, so an
     int64 atomic max orders them), empty."""
     return _buffer(f"buckets{width}", device, rows, width, torch.int64, -(1 << 63))
+
+
+def value_buckets(device: torch.device, rows: int, width: int) -> torch.Tensor:
+    """[rows, width] int32, all -2^31: the one-launch selector's buckets (uint32 §4.1 okeys with the sign bit flipped,
+    so an int32 atomic max orders them), empty."""
+    return _buffer(f"values{width}", device, rows, width, torch.int32, -(1 << 31))
 
 
 def survivor_slots(device: torch.device, rows: int, width: int) -> torch.Tensor:

@@ -41,12 +41,30 @@ SEGMENT_CAP = 128
 SEGMENT_PROGRAMS = 1280  # segment_size: programs per launch below which small batches get shorter segments
 SCAN_CHUNK = 1024
 SCAN_CAP = 128
+# The one-launch selector (``selector="onelaunch"``, _select.py): buckets per row; the groups of a segment whose least
+# maximum is its own bound (at least K); a segment publishes one group maximum per ONELAUNCH_PUBLISH entries (at least
+# one, at most ONELAUNCH_GROUPS: about 320 publications per row at V = 163840 whatever the segment); survivor slots per
+# row (more: the fallback scan), the last program's one batched load of them, and its steps over more; polls of the
+# buckets per program at most; programs per launch below which small batches get shorter segments.
+ONELAUNCH_BUCKETS = 64
+ONELAUNCH_GROUPS = 32
+ONELAUNCH_PUBLISH = 512
+ONELAUNCH_CAP = 1024
+ONELAUNCH_FEW = 64
+ONELAUNCH_CHUNK = 256
+ONELAUNCH_POLLS = 3
+ONELAUNCH_PROGRAMS = 256
+# The row selector (``selector="rows"``): one program per row, entries per step, warps (8 entries per thread, the next
+# step's 8 loaded beside: 128 registers, two programs per SM; static, sm_90).
+ROWS_STEP = 2048
+ROWS_WARPS = 8
 # Exact arithmetic (SPEC.md "Keywords"): no FMA contraction, no flush to zero. The interpreter ignores both.
 EXACT: dict[str, Any] = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 SCREENS = ("pinned", "ex2")  # the verifier's screening exponentials (LaunchConfig.screen)
 
 
 _WARPS = (1, 2, 4, 8, 16, 32)  # warps per program that a LaunchConfig may name
+SELECTORS = ("auto", "segments", "tiles", "onelaunch", "rows")  # the selectors that LaunchConfig.selector may name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +76,9 @@ class LaunchConfig:
     and C (None: ``segment_warps``, as measured; B's entry is unused when C gathers). ``segment_gather``: whether C
     gathers the blocks that reach the bound itself instead of launch B's survivors (None: ``segment_gathers``).
     ``selector``: which selector ``propose`` runs on one [B, V] tensor: "segments", "tiles" (the two launches of
-    ``tile_candidates`` and ``finalize``, which every sharded call runs), or "auto" (the default: the segment selector,
+    ``tile_candidates`` and ``finalize``, which every sharded call runs), "onelaunch" (one launch per position: segment
+    programs that publish their bounds while they read, the last program of a row selects; not yet measured), "rows"
+    (one program per row with a running bound; not yet measured), or "auto" (the default: the segment selector,
     measured faster at every batch size since its selections became bitonic networks: bench/NOTES.md). ``pdl``:
     programmatic dependent launch where the device has it (CUDA, compute capability >= 9; never in the interpreter):
     ``True`` always there, ``False`` never, ``None`` (the default) unless the environment sets PP3_PDL=0
@@ -84,6 +104,14 @@ class LaunchConfig:
     # 6 and 7 form row a's S from launch 3's tile sums themselves (launch 3 counts rows in for marked requests only);
     # None reads PP3_VERIFY_HANDOVER (``verify_handover``).
     handover: bool | None = None
+    # The one-launch and row selectors: warps per program (None: ``onelaunch_warps`` for the one-launch selector,
+    # ROWS_WARPS for the row selector); the survivors' first K by a compare-and-count rank instead of a bitonic
+    # network (``top_rank``); polls of the row's buckets per one-launch program at most (None: ONELAUNCH_POLLS);
+    # registers per thread at most (``max_registers``, ptxas's maxnreg; None: ptxas's choice).
+    onelaunch_warps: int | None = None
+    top_rank: bool = False
+    polls: int | None = None
+    max_registers: int | None = None
 
     def __post_init__(self) -> None:
         """Every field checked when the configuration is made (a launch trusts it): ``TypeError`` for a wrong type
@@ -99,7 +127,7 @@ class LaunchConfig:
         for name, flag in (("pdl", self.pdl), ("segment_gather", self.segment_gather)):
             if flag is not None and not isinstance(flag, bool):
                 raise TypeError(f"{name}: expected None, True or False, got {flag!r}")
-        for name, text, allowed in (("selector", self.selector, ("auto", "segments", "tiles")),
+        for name, text, allowed in (("selector", self.selector, SELECTORS),
                                     ("greedy", self.greedy, ("auto", "keys", "rescan"))):
             if not isinstance(text, str):
                 raise TypeError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {text!r}")
@@ -116,6 +144,18 @@ class LaunchConfig:
             raise TypeError(f"segment: expected None or an int, got {s!r}")
         if s is not None and (s < 32 or s > 1 << 16 or s & (s - 1)):
             raise ValueError(f"segment: expected None or a power of two in 32 .. 65536, got {s!r}")
+        ow = self.onelaunch_warps
+        if ow is not None and type(ow) is not int:
+            raise TypeError(f"onelaunch_warps: expected None or an int, got {ow!r}")
+        if ow is not None and ow not in _WARPS:
+            raise ValueError(f"onelaunch_warps: expected None or one of {', '.join(map(str, _WARPS))}, got {ow!r}")
+        if not isinstance(self.top_rank, bool):
+            raise TypeError(f"top_rank: expected True or False, got {self.top_rank!r}")
+        for name, count, low, high in (("polls", self.polls, 1, 64), ("max_registers", self.max_registers, 24, 255)):
+            if count is not None and type(count) is not int:
+                raise TypeError(f"{name}: expected None or an int, got {count!r}")
+            if count is not None and not low <= count <= high:
+                raise ValueError(f"{name}: expected None or an int in {low} .. {high}, got {count!r}")
 
 
 DEFAULT_LAUNCH = LaunchConfig()
@@ -164,6 +204,33 @@ def segment_warps(gather: bool, config: LaunchConfig = DEFAULT_LAUNCH) -> tuple[
     if config.segment_warps is not None:
         return config.segment_warps
     return (4, 1, 8) if gather else (4, 1, 4)
+
+
+def onelaunch_segment(v: int, b: int) -> int:
+    """The one-launch selector's entries per program for ``b`` rows of ``v`` entries: 4096 (fewer programs, fewer
+    atomics and arrivals per row), halved down to 256 while a launch has fewer than ONELAUNCH_PROGRAMS programs (small
+    batches: shorter chains per program, about two co-resident programs per SM at 4 warps), never below the row's
+    next power of two when that is smaller (one segment), nor below 32. A first choice, not yet measured."""
+    s = 4096
+    while s > 256 and b * -(-v // s) < ONELAUNCH_PROGRAMS:
+        s //= 2
+    while s > 32 and s // 2 >= v:
+        s //= 2
+    return s
+
+
+def onelaunch_warps(segment: int, config: LaunchConfig = DEFAULT_LAUNCH) -> int:
+    """Warps per one-launch program: ``config.onelaunch_warps``, by default 4, 8 from 4096 entries on (at most 16
+    entries per thread, 8 at 4096: 128 registers; 4 warps at 4096 take 168; static, sm_90, 107 at 512 entries)."""
+    if config.onelaunch_warps is not None:
+        return config.onelaunch_warps
+    return 8 if segment >= 4096 else 4
+
+
+def onelaunch_publish(segment: int) -> int:
+    """Group maxima a one-launch program of ``segment`` entries publishes: one per ONELAUNCH_PUBLISH entries, 1 to
+    ONELAUNCH_GROUPS (so a row publishes about v / ONELAUNCH_PUBLISH of them, at any segment size)."""
+    return max(1, min(ONELAUNCH_GROUPS, segment // ONELAUNCH_PUBLISH))
 
 
 def tile_cap(tile: int) -> int:

@@ -35,6 +35,14 @@ from pp3.kernels.config import (
     COUNT_CHUNK,
     EXACT,
     FINALIZE_CAP,
+    ONELAUNCH_BUCKETS,
+    ONELAUNCH_CAP,
+    ONELAUNCH_CHUNK,
+    ONELAUNCH_FEW,
+    ONELAUNCH_GROUPS,
+    ONELAUNCH_POLLS,
+    ROWS_STEP,
+    ROWS_WARPS,
     SCAN_CAP,
     SCAN_CHUNK,
     SEGMENT_BLOCK,
@@ -44,6 +52,9 @@ from pp3.kernels.config import (
     SEGMENT_SELECT,
     VERIFY_WARPS,
     LaunchConfig,
+    onelaunch_publish,
+    onelaunch_segment,
+    onelaunch_warps,
     segment_gathers,
     segment_size,
     segment_warps,
@@ -103,6 +114,11 @@ def plan(device: torch.device, launch: LaunchConfig) -> Plan:
     """The plan of one call on ``device`` with options ``launch``."""
     pdl = use_pdl(device, launch)
     return Plan(launch, pdl, {**EXACT, "launch_pdl": True} if pdl else dict(EXACT), exp_constants(device))
+
+
+def _registers(launch: LaunchConfig) -> dict[str, Any]:
+    """ptxas's register cap per thread (``LaunchConfig.max_registers``), where one is set."""
+    return {} if launch.max_registers is None else {"maxnreg": launch.max_registers}
 
 
 # ------------------------------------------------------------------------------------------------------ selector
@@ -202,9 +218,14 @@ def _finalize(cands: Candidates, keys: RowKeys, tau: float, p: Plan, out: Propos
 def propose(
     xs: Sequence[torch.Tensor], tile: int, keys: RowKeys, tau: float, launch: LaunchConfig, out: Proposal
 ) -> Proposal:
-    """The selector over contiguous shards of one batch (in ID order) whose tiles fit launch 2, into ``out``: the
-    segment selector on one shard (as ``launch.selector`` says), else both launches of the tile selector."""
+    """The selector over contiguous shards of one batch (in ID order) whose tiles fit launch 2, into ``out``: on one
+    shard the segment selector, the one-launch selector or the row selector (as ``launch.selector`` says), else both
+    launches of the tile selector."""
     p = plan(xs[0].device, launch)
+    if len(xs) == 1 and launch.selector == "onelaunch":
+        return _onelaunch(xs[0], keys, tau, p, out)
+    if len(xs) == 1 and launch.selector == "rows":
+        return _row_select(xs[0], keys, tau, p, out)
     if len(xs) == 1 and launch.selector != "tiles":
         return _segments(xs[0], keys, tau, p, out)
     n = [triton.cdiv(s.shape[1], tile) for s in xs]
@@ -257,6 +278,56 @@ def _segments(x: torch.Tensor, keys: RowKeys, tau: float, p: Plan, out: Proposal
         KIND=kind, NB=nb, NBP=nbp, GATHERED=gather, BLK=blk, BC=min(SEGMENT_SELECT, triton.next_power_of_2(n_blk)),
         GATHER=SEGMENT_GATHER * wc, CAP=SEGMENT_CAP, C=SCAN_CHUNK, CAPS=SCAN_CAP, K=K, PDL=pdl, num_warps=wc,
         **options,
+    )
+    return out
+
+
+def _onelaunch(x: torch.Tensor, keys: RowKeys, tau: float, p: Plan, out: Proposal) -> Proposal:
+    """The one-launch selector (``_select._onelaunch_kernel``: one program per segment of a row, the row's last
+    program to arrive selects) on ``x`` [B, V], into ``out``. Its buckets, counters and survivor count
+    (``_workspace``) are left as found. Sizes from ``config`` (ONELAUNCH_*), read here at each call (tests set them)."""
+    b, v = x.shape
+    dev = x.device
+    launch = p.launch
+    seg = launch.segment or onelaunch_segment(v, b)
+    n_seg = triton.cdiv(v, seg)
+    cap = ONELAUNCH_CAP
+    counts = _workspace.counters(dev, 2 * b)  # arrivals, then publications
+    _select._onelaunch_kernel[(b * n_seg,)](
+        # inputs
+        x.view(RAW[x.dtype]), x.stride(0), v, n_seg,
+        _workspace.value_buckets(dev, b, ONELAUNCH_BUCKETS), counts[:b], counts[b:],
+        _workspace.survivor_slots(dev, b, cap), _workspace.survivor_counts(dev, b),
+        keys.temperature, keys.seed, keys.round, keys.position, tau, p.consts, DOMAIN_PROPOSAL,
+        # outputs
+        out.status, out.token, out.ids, out.tickets,
+        # compile-time
+        KIND=KIND[x.dtype], L=seg, G=ONELAUNCH_GROUPS, PUB=onelaunch_publish(seg), NB=ONELAUNCH_BUCKETS, CAP=cap,
+        FEW=min(ONELAUNCH_FEW, cap), CHUNK=ONELAUNCH_CHUNK, POLLS=launch.polls or ONELAUNCH_POLLS,
+        RANK=launch.top_rank, K=K, PDL=p.pdl, num_warps=onelaunch_warps(seg, launch),
+        **_registers(launch), **p.options,
+    )
+    return out
+
+
+def _row_select(x: torch.Tensor, keys: RowKeys, tau: float, p: Plan, out: Proposal) -> Proposal:
+    """The row selector (``_select._row_select_kernel``: one program per row, a running bound) on ``x`` [B, V], into
+    ``out``; ``launch.segment`` entries per step (None: ROWS_STEP)."""
+    b, v = x.shape
+    dev = x.device
+    launch = p.launch
+    step = launch.segment or ROWS_STEP
+    cap = ONELAUNCH_CAP
+    _select._row_select_kernel[(b,)](
+        # inputs
+        x.view(RAW[x.dtype]), x.stride(0), v, _workspace.survivor_slots(dev, b, cap),
+        keys.temperature, keys.seed, keys.round, keys.position, tau, p.consts, DOMAIN_PROPOSAL,
+        # outputs
+        out.status, out.token, out.ids, out.tickets,
+        # compile-time
+        KIND=KIND[x.dtype], L=step, NB=min(ONELAUNCH_BUCKETS, step), CAP=cap, FEW=min(ONELAUNCH_FEW, cap),
+        CHUNK=ONELAUNCH_CHUNK, RANK=launch.top_rank, K=K, PDL=p.pdl,
+        num_warps=launch.onelaunch_warps or ROWS_WARPS, **_registers(launch), **p.options,
     )
     return out
 

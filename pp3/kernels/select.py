@@ -91,15 +91,16 @@ def propose_args(
 ) -> tuple[list[torch.Tensor], int, RowKeys, float, LaunchConfig, Proposal]:
     """The arguments of ``propose`` (``[logits]``, ``name`` "logits") or ``propose_sharded`` (the shards, "shards"),
     checked, as ``launchers.propose`` takes them. The custom operators' fake implementations check through it too.
-    A tile is refused where ``launchers.propose`` runs the segment selector (one shard, ``launch.selector`` not
-    "tiles"), which has none."""
+    A tile is refused where ``launchers.propose`` runs the segment, one-launch or row selector (one shard,
+    ``launch.selector`` not "tiles"), which have none."""
     cfg = checks.launch_config(launch)
     checked, t = checks.shards(xs, tile, name)
     if tile is not None and len(checked) == 1 and cfg.selector != "tiles":
         call = "propose" if name == "logits" else "propose_sharded"
-        raise ValueError(f"tile: {call} on one tensor runs the segment selector (LaunchConfig.selector "
+        runs = {"onelaunch": "one-launch", "rows": "row"}.get(cfg.selector, "segment")
+        raise ValueError(f"tile: {call} on one tensor runs the {runs} selector (LaunchConfig.selector "
                          f"{cfg.selector!r}), which has no tile; pass launch=LaunchConfig(selector='tiles') to run the "
-                         "tile selector with this tile (LaunchConfig.segment sizes the segment selector)")
+                         f"tile selector with this tile (LaunchConfig.segment sizes the {runs} selector)")
     b, dev = checked[0].shape[0], checked[0].device
     keys = checks.row_keys(target_temperature, seed, round, position, b, dev)
     reads = checks.tensors([*_named(name, xs), *_keys(target_temperature, seed, round, position)])

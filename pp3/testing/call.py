@@ -160,8 +160,9 @@ class Call:
     name: str = ""  # what the call is, in reports (not part of its repr)
     # The kernel: "propose" (the segment selector on one tensor; over ``cuts``, tile_candidates and finalize), "gather"
     # (the segment selector with LaunchConfig(segment_gather=True): launch C gathers the blocks, at any batch size),
-    # "tiles" (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor), "greedy" (``greedy``;
-    # every temperature is 0) or "rescan" (``greedy`` with LaunchConfig(greedy="rescan")).
+    # "tiles" (propose with LaunchConfig(selector="tiles"): the tile selector on one tensor), "onelaunch" / "rows"
+    # (propose with that selector, the call's tile its segment or step), "greedy" (``greedy``; every temperature is 0)
+    # or "rescan" (``greedy`` with LaunchConfig(greedy="rescan")).
     kernel: str = "propose"
 
     @property
@@ -201,6 +202,14 @@ class Call:
     def as_gather(self) -> Call:
         """This call through the segment selector whose launch C gathers the blocks (no launch B), as from 16 rows."""
         return self.replace(kernel="gather", name=f"{self.name} gather")
+
+    def as_onelaunch(self) -> Call:
+        """This call through the one-launch selector (``LaunchConfig(selector="onelaunch")``)."""
+        return self.replace(kernel="onelaunch", name=f"{self.name} onelaunch")
+
+    def as_rows(self) -> Call:
+        """This call through the row selector (``LaunchConfig(selector="rows")``)."""
+        return self.replace(kernel="rows", name=f"{self.name} rows")
 
     def as_tiles(self) -> Call:
         """This call through the tile selector (its two launches) rather than the segment selector."""
@@ -247,8 +256,8 @@ class Call:
         interpreter), through the seam every implementation goes through (``pp3.harness``): ``kernel`` names the
         variant of ``pp3.harness.builtin.kernels`` ("propose": the segment selector, and over ``cuts`` one
         ``tile_candidates`` per shard and one ``finalize``; "gather"; "tiles"; "greedy" and "rescan", over ``cuts``
-        ``greedy_sharded``). A sharded call of a variant without a sharded form runs propose's. The result as NumPy
-        arrays."""
+        ``greedy_sharded``) or of ``builtin.next_selectors`` ("onelaunch", "rows"). A sharded call of a variant
+        without a sharded form runs propose's. The result as NumPy arrays."""
         from pp3.harness import builtin
         from pp3.testing import adapt
 
@@ -271,7 +280,7 @@ class Call:
 
 # How a replay line turns a propose call into each kernel's call (``Call.kernel``).
 _REPLAY = {"propose": "", "gather": ".as_gather()", "tiles": ".as_tiles()", "greedy": ".as_greedy()",
-           "rescan": ".as_rescan()"}
+           "rescan": ".as_rescan()", "onelaunch": ".as_onelaunch()", "rows": ".as_rows()"}
 
 
 def make_case(
