@@ -79,7 +79,7 @@ wheel-check: $(STAMP)
 	  cp dist/readme_example.py "$$root/empty/example.py" && cd "$$root/empty" && \
 	  "$$root/venv/bin/python" -c "import pp3; assert '$(CURDIR)' not in pp3.__file__, pp3.__file__" && \
 	  "$$root/venv/bin/pp3" conformance --kernels no && \
-	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" verify --quick --parts conformance --json --out failures > verify.json && \
+	  TRITON_INTERPRET=1 "$$root/venv/bin/pp3" verify --parts conformance --json --out failures > verify.json && \
 	  "$$root/venv/bin/python" -c "import json; d = json.load(open('verify.json')); \
 	    assert d['verdict'] == 'PASS' and d['schema_version'] == 1, d" && \
 	  "$$root/venv/bin/pp3" --version && \
@@ -480,7 +480,7 @@ verifier-next-gpu:
 	    2> $(GPUCACHE)/ptx_audit.err || r=$$?; echo "ptx audit (launched): exit $$r" >> $(GPUCACHE)/ptx_audit.err; } & \
 	{ s0=$$SECONDS; r=0; timeout 100 $(GPU_PY) stats/audit_screen.py --device cuda > $(OUT)/screen_conformance.log 2>&1 \
 	    || r=$$?; echo "screen audit: exit $$r" >> $(OUT)/screen_conformance.log; r=0; \
-	  $(NEXT_ENV) timeout $$((t - SECONDS + s0)) $(GPU_PY) -m pp3 verify --full --parts conformance --bulk-rows 0 \
+	  $(NEXT_ENV) timeout $$((t - SECONDS + s0)) $(GPU_PY) -m pp3 verify --parts conformance \
 	    >> $(OUT)/screen_conformance.log 2>&1 || r=$$?; \
 	  echo "conformance (ex2 + handover): exit $$r" >> $(OUT)/screen_conformance.log; } & \
 	wait; \
