@@ -87,6 +87,13 @@ def test_a_summary_says_what_ran() -> None:
     assert rows[2:4] == ["| [both][x] | pass, 1 not run | 2026-12-07, H100 |", "| [b][x] | not run yet | — |"]
 
 
+def test_the_last_run_of_a_day_is_the_latest_by_its_time() -> None:
+    rows = [{"claim": "c", "date": "2026-12-07", "record": f"2026-12-07/{n}.tar.xz:x.log", "result": n}
+            for n in ("cpu-1945", "cpu-a", "h100-0930")]
+    assert evidence.latest(rows)["c"]["result"] == "cpu-1945"
+    assert [r["result"] for r in sorted(rows, key=evidence._when)] == ["cpu-a", "h100-0930", "cpu-1945"]
+
+
 def test_a_kernel_in_no_group_is_named(claims: evidence.Claims) -> None:
     audit = _audit(claims.groups)
     audit["kernels"].append("pp3.kernels._new._new_kernel")

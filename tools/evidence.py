@@ -200,9 +200,17 @@ def to_csv(rows: Iterable[dict[str, str]], columns: Sequence[str]) -> str:
     return buf.getvalue()
 
 
+def _when(r: dict[str, str]) -> tuple[str, str, str]:
+    """When a run was, for ordering: its date, then its time of day where its name ends in one (records/<date>/
+    <card>-HHMM; the older names, cpu-a, h100-b, ..., come first on their day), then the claim."""
+    name = r.get("record", "").split(":", 1)[0].rsplit("/", 1)[-1].split(".", 1)[0]
+    m = re.search(r"-(\d{4})$", name)
+    return r["date"], m.group(1) if m else f"0000{name}", r["claim"]
+
+
 def ledger_text() -> str:
     rows = [r for p in run_files("csv") for r in read_rows(p)]
-    return to_csv(sorted(rows, key=lambda r: (r["date"], r["claim"], r["record"])), LEDGER_COLUMNS)
+    return to_csv(sorted(rows, key=_when), LEDGER_COLUMNS)
 
 
 def bench_text() -> str:
@@ -213,9 +221,9 @@ def bench_text() -> str:
 
 
 def latest(rows: list[dict[str, str]]) -> dict[str, dict[str, str]]:
-    """The last run of each claim (by date; the ledger's order breaks ties)."""
+    """The last run of each claim (by date, then time of day: ``_when``)."""
     out: dict[str, dict[str, str]] = {}
-    for r in sorted(rows, key=lambda r: r["date"]):
+    for r in sorted(rows, key=_when):
         out[r["claim"]] = r
     return out
 
